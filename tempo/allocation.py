@@ -1,0 +1,122 @@
+"""Adaptive Token Allocation (Algorithm 1) and the paper's ablation strategies.
+
+Every function here is pure: relevance scores and settings in, token counts (or reduced memories) out.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Sequence
+
+import torch
+
+from .errors import InputError
+
+FLAT_SCORE_RANGE = 1e-8
+
+
+def adaptive_token_allocation(relevance: Sequence[float], budget: int, k_min: int, k_max: int) -> list[int]:
+    """Algorithm 1: k_i = k_min + floor((k_max - k_min) * s_hat_i); if sum(k) > budget, every segment keeps
+    k_min and the residual budget is shared in proportion to s_hat, remainders to the highest scores.
+
+    Arithmetic is float32 and the remainder order is `torch.argsort`, as in the released implementation.
+    """
+    n = len(relevance)
+    if budget < n:
+        raise InputError(f"A budget of {budget} tokens cannot keep one token for each of {n} segments.")
+    if n * k_min > budget:  # anchors alone overflow: shrink them so every segment still keeps one
+        k_min = max(1, budget // n)
+    scores = torch.tensor(relevance, dtype=torch.float32)
+    score_range = scores.max() - scores.min()
+    if score_range < FLAT_SCORE_RANGE:  # nothing to prefer: an equal split
+        return [min(k_max, budget // n)] * n
+
+    s_hat = (scores - scores.min()) / score_range
+    k = k_min + (s_hat * (k_max - k_min)).floor().long()
+    if k.sum().item() > budget:
+        residual = budget - n * k_min
+        weights = s_hat / s_hat.sum().item()
+        extra = (weights * residual).floor().long()
+        remainder = residual - int(extra.sum().item())
+        extra[torch.argsort(weights, descending=True)[:remainder]] += 1
+        k = k_min + extra
+    return k.clamp(min=k_min, max=k_max).tolist()
+
+
+def allocate(relevance: Sequence[float], budget: int, k_min: int, k_max: int,
+             strategy: str = "ata", seed: int = 0) -> list[int]:
+    """Tokens per segment under `strategy`; 0 means the segment (and its time tag) is dropped.
+
+    uniform: the same share for every segment. topk / random / adversarial (the paper's routing
+    ablations): as many segments as the budget holds at k_max -- the most relevant, a seeded random
+    choice, or the least relevant -- and nothing for the rest. off: every memory token, budget ignored.
+    """
+    n = len(relevance)
+    if strategy == "ata":
+        return adaptive_token_allocation(relevance, budget, k_min, k_max)
+    if strategy == "off":
+        return [k_max] * n
+    if strategy == "uniform":
+        if budget < n:
+            raise InputError(f"A budget of {budget} tokens cannot keep one token for each of {n} segments.")
+        return [min(k_max, budget // n)] * n
+    if strategy not in ("topk", "random", "adversarial"):
+        raise InputError(f"Unknown allocation strategy {strategy!r}.")
+    kept_count = min(n, max(1, budget // k_max))
+    per_segment = min(k_max, budget // kept_count)
+    by_relevance = sorted(range(n), key=lambda i: relevance[i])
+    if strategy == "topk":
+        kept = by_relevance[n - kept_count:]
+    elif strategy == "adversarial":
+        kept = by_relevance[:kept_count]
+    else:
+        kept = random.Random(seed).sample(range(n), kept_count)
+    kept_set = set(kept)
+    return [per_segment if i in kept_set else 0 for i in range(n)]
+
+
+def reduce_memory(memory: torch.Tensor, k: int, truncation: str = "head") -> torch.Tensor:
+    """Keep k of a segment's memory tokens [k_max, d]: the first k (the paper's default), the last k,
+    or k merged tokens."""
+    if k >= memory.shape[0]:
+        return memory
+    if truncation == "head":
+        return memory[:k]
+    if truncation == "tail":
+        return memory[memory.shape[0] - k:]
+    if truncation == "merge":
+        return merge_tokens(memory, k)
+    raise InputError(f"Unknown truncation {truncation!r}.")
+
+
+def merge_tokens(tokens: torch.Tensor, k: int) -> torch.Tensor:
+    """Token merging by bipartite soft matching (Bolya et al.): repeatedly average each of the most similar
+    (even, odd) token pairs, weighting by how many tokens each already stands for, until k remain.
+    Merged tokens keep the position of their earliest member, so the sequence stays in order."""
+    if k <= 0:
+        return tokens[:0]
+    x = tokens.float()
+    sizes = torch.ones(x.shape[0])
+    positions = torch.arange(x.shape[0])
+    while x.shape[0] > k:
+        a, b = x[0::2], x[1::2]
+        merges = min(x.shape[0] - k, a.shape[0])
+        similarity = torch.nn.functional.normalize(a, dim=-1) @ torch.nn.functional.normalize(b, dim=-1).T
+        best, partner = similarity.max(dim=-1)
+        merged = best.argsort(descending=True)[:merges]
+        kept = torch.ones(a.shape[0], dtype=torch.bool)
+        kept[merged] = False
+
+        size_a, size_b = sizes[0::2], sizes[1::2].clone()
+        b_total = b * size_b[:, None]
+        b_total.index_add_(0, partner[merged], a[merged] * size_a[merged, None])
+        size_b.index_add_(0, partner[merged], size_a[merged])
+        b_positions = positions[1::2].clone()
+        b_positions.scatter_reduce_(0, partner[merged], positions[0::2][merged], reduce="amin")
+
+        x = torch.cat([a[kept], b_total / size_b[:, None]])
+        sizes = torch.cat([size_a[kept], size_b])
+        positions = torch.cat([positions[0::2][kept], b_positions])
+        order = positions.argsort()
+        x, sizes, positions = x[order], sizes[order], positions[order]
+    return x.to(tokens.dtype)

@@ -1,0 +1,126 @@
+"""Local compressor: Qwen3-VL reads one segment and the question, then k_max learnable memory tokens.
+
+Under causal attention the memory tokens' final hidden states are the segment memory H_i, and the hidden
+state just before them (the end of the routing prompt) gives the zero-shot relevance s_i, in one pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import Qwen3VLConfig
+from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel
+
+
+@dataclass
+class VisionFeatures:
+    """Vision-tower output for one segment. It does not depend on the question, so it can be reused."""
+
+    embeds: torch.Tensor  # [tokens, d_s], merged 2x2 patch features
+    deepstack: list[torch.Tensor]  # one [tokens, d_s] per deepstack layer
+    grid: tuple[int, int, int]  # (t, h, w) in patches
+
+
+def rope_positions(prompt_ids: list[int], video_token_id: int, group_hw: tuple[int, int],
+                   total_length: int) -> torch.Tensor:
+    """Qwen3-VL M-RoPE (t, h, w) positions for one prompt followed by appended (memory) tokens.
+
+    Text advances all three axes by one. Each frame group's h x w placeholder tokens share t and spread
+    over h and w; the text after a group starts at its largest position + 1.
+    """
+    ids = torch.tensor(prompt_ids)
+    is_video = (ids == video_token_id).tolist()
+    h, w = group_hw
+    rows = torch.arange(h).repeat_interleave(w)
+    cols = torch.arange(w).repeat(h)
+    positions = torch.empty(3, total_length, dtype=torch.long)
+    position, i = 0, 0
+    while i < len(prompt_ids):
+        if is_video[i]:
+            positions[0, i:i + h * w] = position
+            positions[1, i:i + h * w] = position + rows
+            positions[2, i:i + h * w] = position + cols
+            position += max(h, w)
+            i += h * w
+        else:
+            j = i + 1
+            while j < len(prompt_ids) and not is_video[j]:
+                j += 1
+            positions[:, i:j] = torch.arange(position, position + j - i)
+            position += j - i
+            i = j
+    positions[:, len(prompt_ids):] = torch.arange(position, position + total_length - len(prompt_ids))
+    return positions
+
+
+class LocalCompressor(nn.Module):
+    """Qwen3-VL (vision tower + language model, no LM head) plus the learnable memory tokens."""
+
+    def __init__(self, config: Qwen3VLConfig, num_memory_tokens: int):
+        super().__init__()
+        self.vlm = Qwen3VLModel(config)
+        self.compression_tokens = nn.Parameter(torch.empty(1, num_memory_tokens, config.text_config.hidden_size))
+        self.video_token_id = config.video_token_id
+        self.merge_size = config.vision_config.spatial_merge_size
+        # w_yes - w_no from the *base* model's LM head; set by the loader, kept in float32 like the release.
+        self.relevance_direction = torch.zeros(config.text_config.hidden_size)
+
+    @property
+    def num_memory_tokens(self) -> int:
+        return self.compression_tokens.shape[1]
+
+    @torch.no_grad()
+    def encode_vision(self, pixel_values: torch.Tensor, grids: list[tuple[int, int, int]]) -> list[VisionFeatures]:
+        """Run the vision tower over several segments' patch rows at once and split the result per segment."""
+        param = self.compression_tokens
+        grid_thw = torch.tensor(grids, dtype=torch.long, device=param.device)
+        output = self.vlm.visual(pixel_values.to(param.device, param.dtype), grid_thw=grid_thw)
+        sizes = [t * h * w // self.merge_size**2 for t, h, w in grids]
+        embeds = output.pooler_output.split(sizes)
+        deepstack = [feature.split(sizes) for feature in output.deepstack_features]
+        return [VisionFeatures(embeds[i], [layer[i] for layer in deepstack], grids[i]) for i in range(len(grids))]
+
+    @torch.no_grad()
+    def forward(self, prompts: list[list[int]], vision: list[VisionFeatures]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Compress a micro-batch of segments: memories [B, k_max, d_s] and relevance [B] (float32).
+
+        Prompts are right-padded; each segment's memory tokens sit right after its own prompt, so padding
+        (at the end, masked) never reaches them under causal attention.
+        """
+        param = self.compression_tokens
+        device, k = param.device, self.num_memory_tokens
+        lengths = [len(p) for p in prompts]
+        width = max(lengths) + k
+        ids = torch.zeros(len(prompts), width, dtype=torch.long)
+        mask = torch.zeros(len(prompts), width, dtype=torch.long)
+        positions = torch.zeros(3, len(prompts), width, dtype=torch.long)
+        for b, (prompt, features) in enumerate(zip(prompts, vision)):
+            ids[b, :len(prompt)] = torch.tensor(prompt)
+            mask[b, :len(prompt) + k] = 1
+            group_hw = (features.grid[1] // self.merge_size, features.grid[2] // self.merge_size)
+            positions[:, b, :len(prompt) + k] = rope_positions(prompt, self.video_token_id, group_hw, len(prompt) + k)
+        ids, mask, positions = ids.to(device), mask.to(device), positions.to(device)
+
+        language_model = self.vlm.language_model
+        embeds = language_model.embed_tokens(ids)
+        video_mask = ids == self.video_token_id
+        embeds[video_mask] = torch.cat([f.embeds for f in vision]).to(embeds.dtype)
+        for b, length in enumerate(lengths):
+            embeds[b, length:length + k] = param[0].to(embeds.dtype)
+        deepstack = [torch.cat([f.deepstack[layer] for f in vision]) for layer in range(len(vision[0].deepstack))]
+
+        hidden = language_model(
+            inputs_embeds=embeds,
+            attention_mask=mask if min(lengths) != max(lengths) else None,
+            position_ids=positions,
+            visual_pos_masks=video_mask,
+            deepstack_visual_embeds=deepstack,
+            use_cache=False,
+        ).last_hidden_state
+
+        memories = torch.stack([hidden[b, length:length + k] for b, length in enumerate(lengths)])
+        before_memory = torch.stack([hidden[b, length - 1] for b, length in enumerate(lengths)]).float()
+        relevance = torch.sigmoid(before_memory @ self.relevance_direction.to(device))
+        return memories, relevance

@@ -1,0 +1,268 @@
+"""Check this implementation against fixtures recorded from the released Tempo code.
+
+    python -m tempo.conformance DIR
+
+DIR is laid out like ../shared/conformance (README.md, tempo/, base/<name>/, videos/, cases/, pixels/,
+ata_vectors.json). Every case and every ATA vector is compared with the recorded values; one line is printed
+per case and quantity with its largest deviation, and the exit status is 1 if anything does not match.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import lzma
+import math
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from safetensors.torch import load, load_file
+
+from .allocation import adaptive_token_allocation, allocate
+from .config import AllocationConfig, GenerationConfig, RunConfig, SamplingConfig
+from .decoder import Sampler
+from .errors import InputError
+from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed
+from .loading import TempoModel, from_pretrained
+from .patches import normalize
+from .pipeline import StageTimer, compress_segments, decoder_embeddings, prepare_segments, run
+from .prompts import compressor_prompt_ids, decoder_prompt_ids, frame_group_times, segment_time_tag
+from .video import open_video, sample_frame_indices, sampled_fps, segment_ranges
+
+# The README's suggested tolerances (25-34x the spread seen between correct float32 implementations).
+TENSOR_ATOL = 1e-4
+RELEVANCE_ATOL = 1e-5
+BLOCK_SUM_RTOL = 1e-4
+MARKUP = ("<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|vision_start|>", "<|vision_end|>", "<|video_pad|>",
+          "<|image_pad|>", "<image>")
+IMAGE_TOKEN_INDEX = -200
+
+
+@dataclass
+class Report:
+    failures: int = 0
+    lines: list[str] = field(default_factory=list)
+
+    def check(self, case: str, quantity: str, ok: bool, detail: str) -> bool:
+        status = "ok  " if ok else "FAIL"
+        line = f"{status} {case:<30} {quantity:<22} {detail}"
+        print(line, flush=True)
+        self.lines.append(line)
+        self.failures += not ok
+        return ok
+
+    def exact(self, case: str, quantity: str, got, expected) -> bool:
+        got, expected = _as_list(got), _as_list(expected)
+        if got == expected:
+            return self.check(case, quantity, True, f"exact ({_count(expected)})")
+        return self.check(case, quantity, False, f"differs: got {_short(got)}, expected {_short(expected)}")
+
+    def close(self, case: str, quantity: str, got: torch.Tensor, expected: torch.Tensor, atol: float) -> bool:
+        got, expected = got.detach().float().cpu(), expected.float()
+        if got.shape != expected.shape:
+            return self.check(case, quantity, False, f"shape {tuple(got.shape)} != {tuple(expected.shape)}")
+        deviation = (got - expected).abs().max().item() if got.numel() else 0.0
+        return self.check(case, quantity, deviation <= atol, f"max|diff| {deviation:.1e} (atol {atol:.0e})")
+
+
+def _as_list(value):
+    return value.tolist() if isinstance(value, torch.Tensor) else value
+
+
+def _count(value) -> str:
+    if isinstance(value, list):
+        return f"{np.asarray(value, dtype=object).size} values"
+    return repr(value) if len(repr(value)) < 40 else f"{len(value)} characters"
+
+
+def _short(value) -> str:
+    text = json.dumps(value)
+    return text if len(text) < 120 else text[:117] + "..."
+
+
+def _base_dir(directory: str) -> str:
+    base_root = os.path.join(directory, "base")
+    candidates = sorted(d for d in os.listdir(base_root) if os.path.isfile(os.path.join(base_root, d, "config.json")))
+    if len(candidates) != 1:
+        raise SystemExit(f"expected one base model directory under {base_root}, found {candidates}")
+    return os.path.join(base_root, candidates[0])
+
+
+def check_ata_vectors(path: str, report: Report) -> None:
+    """Every vector with budget >= segments must match exactly; below that we deliberately refuse."""
+    with open(path) as f:
+        vectors = json.load(f)["vectors"]
+    matched, deliberate = 0, 0
+    for vector in vectors:
+        scores = [float(np.float32(s)) for s in vector["scores"]]
+        name, budget = vector["name"], vector["max_budget"]
+        if budget < len(scores):
+            try:
+                adaptive_token_allocation(scores, budget, vector["min_tokens"], vector["n_tokens_per_segment"])
+            except InputError:
+                deliberate += 1
+                report.check("ata:" + name, "allocations", True,
+                             f"deliberate difference: budget {budget} < {len(scores)} segments is refused "
+                             f"(released keeps >=1 token each and exceeds the budget)")
+                continue
+            report.check("ata:" + name, "allocations", False, "budget below segment count was not refused")
+            continue
+        got = adaptive_token_allocation(scores, budget, vector["min_tokens"], vector["n_tokens_per_segment"])
+        matched += report.exact("ata:" + name, "allocations", got, vector["allocations"])
+    print(f"ATA vectors: {matched} exact, {deliberate} deliberate differences, of {len(vectors)}", flush=True)
+
+
+def _pixel_checks(case: dict, tensors: dict, rows: torch.Tensor, model: TempoModel, directory: str, name: str,
+                  report: Report) -> None:
+    values = normalize(rows, model.geometry).contiguous()
+    digest = hashlib.sha256(values.numpy().tobytes()).hexdigest()
+    sums = values.double().reshape(-1, 4, values.shape[1]).sum(dim=(1, 2)).float()
+    expected_sums = tensors["pixel_block_sums"]
+    if sums.shape == expected_sums.shape:
+        rel = ((sums - expected_sums).abs() / expected_sums.abs().clamp(min=1.0)).max().item()
+    else:
+        rel = math.inf
+    if digest == case["pixel_values_videos_sha256_f32"]:
+        report.check(name, "pixels", True, f"sha256 identical ({values.shape[0]} patch rows)")
+    else:
+        report.check(name, "pixels", False, f"sha256 differs; block sums max rel diff {rel:.1e} "
+                                            f"(rtol {BLOCK_SUM_RTOL:.0e})")
+    if case.get("pixel_values_videos_u8_file"):
+        file = os.path.join(directory, "pixels", os.path.basename(case["pixel_values_videos_u8_file"]))
+        with open(file, "rb") as f:
+            expected_u8 = load(lzma.decompress(f.read()))["pixel_values_videos_u8"]
+        equal = expected_u8.shape == rows.shape and torch.equal(expected_u8, rows)
+        detail = "identical" if equal else f"{int((expected_u8 != rows).sum()) if expected_u8.shape == rows.shape else 'shape'} differ"
+        report.check(name, "pixels_uint8", equal, detail)
+
+
+def check_case(directory: str, name: str, model: TempoModel, report: Report) -> None:
+    case_dir = os.path.join(directory, "cases", name)
+    with open(os.path.join(case_dir, "case.json")) as f:
+        case = json.load(f)
+    tensors = load_file(os.path.join(case_dir, "tensors.safetensors"))
+    query = case["query"]
+    video = os.path.join(directory, "videos", case["video"])
+    segment_frames = case["frame_windows"]
+    sampling = SamplingConfig(fps=case["video_fps"], max_frames=case["max_frames"], min_frames=4,
+                              segment_frames=segment_frames)
+    if any(token in query for token in MARKUP) or not query.strip():
+        report.check(name, "query", True, "deliberate difference: markup in a question is plain text here / "
+                                          "an empty question is refused; prompt-dependent values not compared")
+        return
+
+    # Sampling, segmentation, pixels.
+    reader = open_video(video)
+    info = reader.info
+    report.exact(name, "video_total_frames", info.total_frames, case["video_total_frames"])
+    report.check(name, "video_avg_fps", abs(info.native_fps - case["video_avg_fps"]) < 1e-9,
+                 f"{info.native_fps} vs {case['video_avg_fps']}")
+    indices = sample_frame_indices(info.total_frames, info.native_fps, sampling.fps, sampling.min_frames,
+                                   sampling.max_frames)
+    report.exact(name, "frame_indices", indices, case["sampled_frame_indices"])
+    real_fps = sampled_fps(len(indices), info)
+    report.check(name, "real_fps", abs(real_fps - case["real_fps"]) < 1e-9, f"{real_fps!r} vs {case['real_fps']!r}")
+    windows = segment_ranges(len(indices), segment_frames)
+    report.exact(name, "segment_num_frames", [len(w) for w in windows], case["segment_num_frames"])
+    timer = StageTimer()
+    segments = list(prepare_segments(reader, indices, sampling, model.geometry, timer))
+    reader.close()
+    report.exact(name, "video_grid_thw", [list(s.grid) for s in segments], case["video_grid_thw"])
+    _pixel_checks(case, tensors, torch.cat([s.pixel_rows for s in segments]), model, directory, name, report)
+
+    # Compressor prompts, memories, relevance.
+    geometry, pad_id = model.geometry, model.compressor_tokenizer.token_id("<|endoftext|>")
+    prompts = []
+    for s in segments:
+        times = frame_group_times(s.first_frame, s.grid[0] * geometry.temporal_patch_size, real_fps,
+                                  geometry.merge_size)
+        prompts.append(compressor_prompt_ids(model.compressor_tokenizer, query, times,
+                                             s.grid[1] * s.grid[2] // geometry.merge_size**2))
+    width = max(len(p) for p in prompts)
+    report.exact(name, "svlm_input_ids", [p + [pad_id] * (width - len(p)) for p in prompts], tensors["svlm_input_ids"])
+    report.exact(name, "svlm_attention_mask", [[1] * len(p) + [0] * (width - len(p)) for p in prompts],
+                 tensors["svlm_attention_mask"])
+    compressed = list(compress_segments(model, segments, query, real_fps, micro_batch=4, timer=timer))
+    memories = [memory for _, memory, _ in compressed]
+    relevance = [score for _, _, score in compressed]
+    report.close(name, "compressed_features", torch.stack(memories), tensors["compressed_features"], TENSOR_ATOL)
+    k_max = model.spec.num_memory_tokens
+    if case["dynamic_compress"]:
+        report.close(name, "relevance", torch.tensor(relevance), tensors["relevance_scores"], RELEVANCE_ATOL)
+        strategy = "ata"
+    else:
+        strategy = "off"
+    budget = case["visual_token_budget"]
+    if strategy == "ata" and budget < len(segments):
+        report.check(name, "allocations", True, "deliberate difference: budget below the segment count is refused")
+        return
+    tokens = allocate(relevance, budget, case["k_min"], k_max, strategy)
+    expected_tokens = tensors["allocations"].tolist() if "allocations" in tensors else [k_max] * len(segments)
+    report.exact(name, "allocations", tokens, expected_tokens)
+
+    # Decoder inputs.
+    tags = [model.tokenizer.markup(segment_time_tag(i, segment_frames, real_fps)) for i in range(len(segments))]
+    report.exact(name, "timestamp_ids", [t for tag in tags for t in tag], tensors["timestamp_ids_flat"])
+    report.exact(name, "timestamp_lengths", [len(tag) for tag in tags], tensors["timestamp_lengths"])
+    before, after = decoder_prompt_ids(model.tokenizer, query)
+    report.exact(name, "decoder_input_ids", before + [IMAGE_TOKEN_INDEX] + after, tensors["decoder_input_ids"][0])
+    embeds, _ = decoder_embeddings(model, memories, tokens, "head", query, real_fps, segment_frames,
+                                   case["tokenizer_model_max_length"])
+    report.close(name, "decoder_inputs_embeds", embeds, tensors["decoder_inputs_embeds"][0], TENSOR_ATOL)
+    logits, _ = model.decoder.prefill(embeds)
+    report.close(name, "first_step_logits", logits, tensors["first_step_logits"], TENSOR_ATOL)
+    generated = list(model.decoder.generate(embeds, case["max_new_tokens"], set(model.spec.stop_ids), Sampler()))
+    report.exact(name, "generated_ids", generated, case["generated_token_ids"])
+
+    # The same question through the public pipeline.
+    config = RunConfig(sampling=sampling, allocation=AllocationConfig(budget=budget, k_min=case["k_min"],
+                                                                      strategy=strategy),
+                       generation=GenerationConfig(max_new_tokens=case["max_new_tokens"], temperature=0.0),
+                       context_length=case["tokenizer_model_max_length"])
+    events = list(run(model, video, query, config))
+    finished = events[-1]
+    assert isinstance(finished, Finished)
+    run_relevance = [e.relevance for e in events if isinstance(e, SegmentCompressed)]
+    run_tokens = next(e.tokens for e in events if isinstance(e, AllocationDone))
+    report.exact(name, "run:allocations", run_tokens, expected_tokens)
+    report.exact(name, "run:generated_ids", [e.token_id for e in events if isinstance(e, AnswerToken)],
+                 case["generated_token_ids"])
+    report.exact(name, "run:answer", finished.answer, case["generated_text"])
+    if case["dynamic_compress"]:
+        report.close(name, "run:relevance", torch.tensor(run_relevance), tensors["relevance_scores"], RELEVANCE_ATOL)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tempo.conformance", description=__doc__.splitlines()[0])
+    parser.add_argument("directory", help="fixture directory (README.md, tempo/, base/, videos/, cases/, ...)")
+    parser.add_argument("--case", action="append", help="run only these cases (repeatable)")
+    args = parser.parse_args(argv)
+    directory = args.directory
+    torch.manual_seed(0)
+    report = Report()
+    check_ata_vectors(os.path.join(directory, "ata_vectors.json"), report)
+
+    # Extracting the relevance direction writes a cache; keep it away from the fixtures and the user's home.
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ.setdefault("TEMPO_CACHE", cache)
+        model = from_pretrained(os.path.join(directory, "tempo"), base=_base_dir(directory), device="cpu",
+                                dtype=torch.float32)
+        cases = args.case or sorted(os.listdir(os.path.join(directory, "cases")))
+        for name in cases:
+            try:
+                check_case(directory, name, model, report)
+            except Exception as exc:  # a crash in one case is a failure of that case, not of the run
+                report.check(name, "run", False, f"raised {type(exc).__name__}: {exc}")
+    total = len(report.lines)
+    print(f"\n{total - report.failures}/{total} checks passed" + ("" if not report.failures
+                                                               else f", {report.failures} FAILED"))
+    return 1 if report.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

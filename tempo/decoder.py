@@ -1,0 +1,109 @@
+"""Global decoder: project kept memory tokens into the LLM, tag each segment with its time, and answer."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+from torch import nn
+from transformers import Qwen3Config, Qwen3ForCausalLM
+from transformers.cache_utils import DynamicCache
+
+from .errors import ModelError
+
+
+def build_projector(projector_type: str, memory_width: int, hidden_size: int) -> nn.Module:
+    """`linear` (the released Tempo) or LLaVA-style `mlp{N}x_gelu`."""
+    if projector_type == "linear":
+        return nn.Linear(memory_width, hidden_size)
+    match = re.fullmatch(r"mlp(\d+)x_gelu", projector_type)
+    if match:
+        layers: list[nn.Module] = [nn.Linear(memory_width, hidden_size)]
+        for _ in range(1, int(match.group(1))):
+            layers += [nn.GELU(), nn.Linear(hidden_size, hidden_size)]
+        return nn.Sequential(*layers)
+    raise ModelError(f"Unsupported mm_projector_type {projector_type!r} (expected 'linear' or 'mlpNx_gelu').")
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """Greedy when temperature is 0; otherwise temperature, then top-k / top-p filtering."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int = 0
+
+    def pick(self, logits: torch.Tensor, generator: torch.Generator | None) -> int:
+        if self.temperature <= 0:
+            return int(logits.argmax())
+        logits = logits.float() / self.temperature
+        if self.top_k > 0:
+            kth = torch.topk(logits, min(self.top_k, logits.numel())).values[-1]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        probs = torch.softmax(logits, dim=-1)
+        if self.top_p < 1.0:
+            sorted_probs, order = probs.sort(descending=True)
+            outside = sorted_probs.cumsum(-1) - sorted_probs > self.top_p
+            probs = probs.scatter(0, order, sorted_probs.masked_fill(outside, 0.0))
+        return int(torch.multinomial(probs.cpu(), 1, generator=generator))
+
+
+class GlobalDecoder(nn.Module):
+    """The Qwen3 LLM and the projector from compressor width (d_s) to its hidden size."""
+
+    def __init__(self, config: Qwen3Config, memory_width: int, projector_type: str = "linear"):
+        super().__init__()
+        self.lm = Qwen3ForCausalLM(config)
+        self.mm_projector = build_projector(projector_type, memory_width, config.hidden_size)
+
+    def embed(self, ids: list[int]) -> torch.Tensor:
+        weight = self.lm.get_input_embeddings().weight
+        return self.lm.get_input_embeddings()(torch.tensor(ids, dtype=torch.long, device=weight.device))
+
+    @torch.no_grad()
+    def visual_sequence(self, memories: list[torch.Tensor], time_tags: list[list[int]]) -> torch.Tensor:
+        """Per segment `embed(<t seconds>)` then its projected memory tokens; empty segments are dropped."""
+        parts = []
+        for memory, tag in zip(memories, time_tags):
+            if memory.shape[0] == 0:
+                continue
+            projected = self.mm_projector(memory.to(self.mm_projector_dtype))
+            parts += [self.embed(tag).to(projected.dtype), projected]
+        if not parts:
+            return self.embed([])
+        return torch.cat(parts)
+
+    @property
+    def mm_projector_dtype(self) -> torch.dtype:
+        return next(self.mm_projector.parameters()).dtype
+
+    @torch.no_grad()
+    def prompt_embeddings(self, before: list[int], visual: torch.Tensor, after: list[int]) -> torch.Tensor:
+        """[S, d] input embeddings: the ChatML text around the visual sequence."""
+        before_embeds, after_embeds = self.embed(before), self.embed(after)
+        return torch.cat([before_embeds, visual.to(before_embeds.dtype), after_embeds])
+
+    @torch.no_grad()
+    def prefill(self, embeds: torch.Tensor) -> tuple[torch.Tensor, DynamicCache]:
+        """Run the whole prompt once; return the next-token logits and the KV cache."""
+        cache = DynamicCache(config=self.lm.config)
+        output = self.lm(inputs_embeds=embeds[None], past_key_values=cache, use_cache=True, logits_to_keep=1)
+        return output.logits[0, -1], output.past_key_values
+
+    @torch.no_grad()
+    def generate(self, embeds: torch.Tensor, max_new_tokens: int, stop_ids: set[int],
+                 sampler: Sampler) -> Iterator[int]:
+        """Yield new token ids one by one; the stop token, if reached, is yielded last."""
+        generator = torch.Generator().manual_seed(sampler.seed) if sampler.temperature > 0 else None
+        logits, cache = self.prefill(embeds)
+        device = embeds.device
+        for step in range(max_new_tokens):
+            token = sampler.pick(logits, generator)
+            yield token
+            if token in stop_ids or step == max_new_tokens - 1:
+                return
+            output = self.lm(input_ids=torch.tensor([[token]], device=device), past_key_values=cache, use_cache=True)
+            logits, cache = output.logits[0, -1], output.past_key_values

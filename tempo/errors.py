@@ -1,0 +1,17 @@
+"""Errors a user can act on: each message says what is wrong and what to do about it."""
+
+
+class TempoError(Exception):
+    """Base class for problems caused by inputs or settings rather than by a bug."""
+
+
+class VideoError(TempoError):
+    """The file is missing, is not a video, or cannot be decoded."""
+
+
+class InputError(TempoError):
+    """A question or a setting is out of range (empty question, budget that cannot fit, ...)."""
+
+
+class ModelError(TempoError):
+    """A checkpoint or its base model cannot be found or does not have the expected format."""

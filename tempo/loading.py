@@ -1,0 +1,375 @@
+"""Load released Tempo checkpoints (`model_type: tempo_qwen`) from a directory or the Hugging Face hub.
+
+The base Qwen3-VL named by `mm_vision_tower_aux_list` supplies only its config, tokenizer, processor settings
+and two LM-head rows (the relevance direction). Those rows are read once -- tensor by tensor locally, or by
+HTTP byte ranges from the hub -- and cached beside the checkpoint, so the 4 GB base weights are never needed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+from transformers import Qwen3Config, Qwen3VLConfig
+from transformers.initialization import no_init_weights
+
+from .compressor import LocalCompressor
+from .decoder import GlobalDecoder
+from .errors import ModelError
+from .patches import PatchGeometry
+from .tokenizer import TextTokenizer
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = str(Path(__file__).resolve().parent.parent / "assets" / "tempo-tiny")
+RELEVANCE_FILE = "relevance_direction.safetensors"
+CHECKPOINT_FILES = ["*.json", "*.safetensors", "*.jinja", "merges.txt", "vocab.json"]
+BASE_FILES = ["config.json", "tokenizer.json", "tokenizer_config.json", "preprocessor_config.json",
+              "video_preprocessor_config.json", "chat_template.jinja", "chat_template.json",
+              "model.safetensors.index.json"]
+DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+          "float16": torch.float16, "fp16": torch.float16}
+SAFETENSORS_DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
+
+
+@dataclass(frozen=True)
+class CheckpointSpec:
+    """The released config keys inference reads, with the release's defaults."""
+
+    name: str
+    num_memory_tokens: int
+    visual_token_budget: int = 8192
+    context_length: int = 16384  # tokenizer_model_max_length
+    inference_reserve: int = 16  # inference_max_length: room kept free when the visual sequence is cut
+    dynamic_compress: bool = True
+    stop_ids: frozenset[int] = field(default_factory=frozenset)
+    top_k: int = 0
+    top_p: float = 1.0
+
+
+class TempoModel(torch.nn.Module):
+    """A loaded Tempo: compressor, decoder, both tokenizers and the patch geometry."""
+
+    def __init__(self, compressor: LocalCompressor, decoder: GlobalDecoder, tokenizer: TextTokenizer,
+                 compressor_tokenizer: TextTokenizer, geometry: PatchGeometry, spec: CheckpointSpec):
+        super().__init__()
+        self.compressor = compressor
+        self.decoder = decoder
+        self.tokenizer = tokenizer
+        self.compressor_tokenizer = compressor_tokenizer
+        self.geometry = geometry
+        self.spec = spec
+
+    @property
+    def device(self) -> torch.device:
+        return self.compressor.compression_tokens.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.compressor.compression_tokens.dtype
+
+
+# ---------------------------------------------------------------------------------------------- locating files
+
+def _is_hub_id(name: str) -> bool:
+    return name.count("/") == 1 and not os.path.exists(name) and not name.startswith((".", "/", "~"))
+
+
+def _download(repo_id: str, patterns: list[str]) -> str:
+    from huggingface_hub import snapshot_download
+
+    try:
+        return snapshot_download(repo_id, allow_patterns=patterns)
+    except Exception as exc:
+        raise ModelError(f"Could not fetch {repo_id} from the Hugging Face hub ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else ''}). Pass a local directory instead.") from exc
+
+
+def resolve_checkpoint(name_or_path: str | os.PathLike | None) -> str:
+    """A local checkpoint directory: the given one, the hub snapshot of a repo id, or the embedded default."""
+    name = os.fspath(name_or_path) if name_or_path else DEFAULT_MODEL
+    name = os.path.expanduser(name)
+    if os.path.isdir(name):
+        return name
+    if _is_hub_id(name):
+        return _download(name, CHECKPOINT_FILES)
+    raise ModelError(f"No Tempo checkpoint at {name!r}: not a directory and not a hub id like 'Vision-CAIR/Tempo-6B'.")
+
+
+def resolve_base(config: dict, checkpoint_dir: str, base: str | os.PathLike | None) -> str:
+    """The base Qwen3-VL directory: `base` if given, else `mm_vision_tower_aux_list[0]` (a path relative to the
+    checkpoint, or a hub id whose small config/tokenizer files are fetched without the weights)."""
+    if base is not None:
+        base = os.path.expanduser(os.fspath(base))
+        if os.path.isdir(base):
+            return base
+        if _is_hub_id(base):
+            return _download(base, BASE_FILES)
+        raise ModelError(f"Base model {base!r} is neither a directory nor a hub id.")
+    towers = config.get("mm_vision_tower_aux_list") or []
+    if not towers:
+        raise ModelError("The checkpoint config has no mm_vision_tower_aux_list naming its base Qwen3-VL.")
+    named = towers[0]
+    for candidate in (os.path.join(checkpoint_dir, named), os.path.expanduser(named)):
+        if os.path.isdir(candidate):
+            return candidate
+    if _is_hub_id(named):
+        return _download(named, BASE_FILES)
+    raise ModelError(f"The base model {named!r} named by the checkpoint was not found; pass base=DIR.")
+
+
+def _read_json(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise ModelError(f"Missing {os.path.basename(path)} in {os.path.dirname(path)}.") from None
+    except json.JSONDecodeError as exc:
+        raise ModelError(f"{path} is not valid JSON ({exc}).") from None
+
+
+def _weight_files(directory: str) -> list[str]:
+    index = os.path.join(directory, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        shards = sorted(set(_read_json(index)["weight_map"].values()))
+        return [os.path.join(directory, shard) for shard in shards]
+    files = sorted(str(p) for p in Path(directory).glob("*.safetensors") if p.name != RELEVANCE_FILE)
+    if not files:
+        raise ModelError(f"No *.safetensors weights in {directory}.")
+    return files
+
+
+# ------------------------------------------------------------------------------------------- relevance direction
+
+def read_rows(read: Callable[[int, int], bytes], tensor: str, rows: list[int]) -> list[torch.Tensor]:
+    """Rows of a 2-D tensor in a safetensors file, given only `read(offset, length)` (a file or HTTP ranges)."""
+    header_length = int.from_bytes(read(0, 8), "little")
+    header = json.loads(read(8, header_length))
+    if tensor not in header:
+        raise KeyError(tensor)
+    info = header[tensor]
+    dtype = SAFETENSORS_DTYPES[info["dtype"]]
+    row_bytes = info["shape"][1] * torch.finfo(dtype).bits // 8
+    start = 8 + header_length + info["data_offsets"][0]
+    return [torch.frombuffer(bytearray(read(start + row * row_bytes, row_bytes)), dtype=dtype).clone() for row in rows]
+
+
+def _local_reader(path: str) -> Callable[[int, int], bytes]:
+    def read(offset: int, length: int) -> bytes:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read(length)
+    return read
+
+
+def _hub_reader(repo_id: str, filename: str) -> Callable[[int, int], bytes]:
+    from huggingface_hub import hf_hub_url
+    from huggingface_hub.utils import build_hf_headers, get_session
+
+    url = hf_hub_url(repo_id, filename)
+
+    def read(offset: int, length: int) -> bytes:
+        headers = {**build_hf_headers(), "Range": f"bytes={offset}-{offset + length - 1}"}
+        response = get_session().get(url, headers=headers, follow_redirects=True)
+        response.raise_for_status()
+        return response.content[:length] if response.status_code == 206 else response.content[offset:offset + length]
+    return read
+
+
+def _head_tensor_names(base_config: Qwen3VLConfig) -> list[str]:
+    tied = getattr(base_config, "tie_word_embeddings", False)
+    embeds = ["model.language_model.embed_tokens.weight", "model.embed_tokens.weight"]
+    return embeds if tied else ["lm_head.weight"] + embeds
+
+
+def _base_weight_locations(base_dir: str, base_repo: str | None) -> Iterator[Callable[[int, int], bytes]]:
+    """Readers over each base weight file: local files if present, else the hub's files by byte range."""
+    local = [str(p) for p in Path(base_dir).glob("*.safetensors")]
+    if local:
+        yield from (_local_reader(p) for p in sorted(local))
+        return
+    if base_repo is None:
+        raise ModelError(f"{base_dir} has no weights to read the relevance direction from.")
+    index = os.path.join(base_dir, "model.safetensors.index.json")
+    shards = sorted(set(_read_json(index)["weight_map"].values())) if os.path.isfile(index) else ["model.safetensors"]
+    yield from (_hub_reader(base_repo, shard) for shard in shards)
+
+
+def relevance_direction(base_dir: str, base_repo: str | None, base_config: Qwen3VLConfig,
+                        yes_id: int, no_id: int) -> torch.Tensor:
+    """w_yes - w_no from the base LM head (the embedding table when tied), subtracted in the stored dtype."""
+    for read in _base_weight_locations(base_dir, base_repo):
+        for name in _head_tensor_names(base_config):
+            try:
+                yes, no = read_rows(read, name, [yes_id, no_id])
+            except KeyError:
+                continue
+            return (yes - no).float()
+    raise ModelError(f"No LM head or embedding table found in the base weights of {base_repo or base_dir}.")
+
+
+def _fingerprint(base_dir: str) -> str:
+    with open(os.path.join(base_dir, "config.json"), "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+def cached_relevance_direction(checkpoint_dir: str, from_hub: bool, base_dir: str, base_repo: str | None,
+                               base_config: Qwen3VLConfig, yes_id: int, no_id: int) -> torch.Tensor:
+    """The direction cached beside the checkpoint (or in $TEMPO_CACHE), extracted from the base on first use.
+
+    A hub snapshot gets the file beside it; a local checkpoint directory is never written to (it may be
+    shared or read-only), so its direction is cached under $TEMPO_CACHE (default ~/.cache/tempo) instead.
+    """
+    metadata = {"base": _fingerprint(base_dir), "yes_id": str(yes_id), "no_id": str(no_id)}
+    key = hashlib.sha256(os.path.abspath(checkpoint_dir).encode()).hexdigest()[:16]
+    beside = os.path.join(checkpoint_dir, RELEVANCE_FILE)
+    cached = os.path.join(os.environ.get("TEMPO_CACHE", os.path.expanduser("~/.cache/tempo")), key, RELEVANCE_FILE)
+    for path in (beside, cached):
+        if os.path.isfile(path):
+            with safe_open(path, "pt") as f:
+                if f.metadata() == metadata:
+                    return f.get_tensor("direction")
+    direction = relevance_direction(base_dir, base_repo, base_config, yes_id, no_id)
+    target = beside if from_hub else cached
+    try:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        save_file({"direction": direction.contiguous()}, target, metadata=metadata)
+        log.info("cached relevance direction at %s", target)
+    except OSError as exc:
+        log.warning("could not cache the relevance direction at %s (%s)", target, exc)
+    return direction
+
+
+# ------------------------------------------------------------------------------------------------- the model
+
+def _attention_implementation(device: torch.device) -> str:
+    if device.type == "cuda":
+        with contextlib.suppress(ImportError):
+            import flash_attn  # noqa: F401
+            return "flash_attention_2"
+    return "sdpa"
+
+
+def _parameter_name(key: str) -> str:
+    """Released checkpoint key -> our module path."""
+    tower = "model.vision_tower_aux_list.0."
+    if key.startswith(tower + "vlm.model."):
+        return "compressor.vlm." + key[len(tower + "vlm.model."):]
+    if key == tower + "compression_tokens":
+        return "compressor.compression_tokens"
+    if key.startswith("model.mm_projector."):
+        return "decoder.mm_projector." + key[len("model.mm_projector."):]
+    return "decoder.lm." + key
+
+
+def _load_weights(model: TempoModel, files: list[str]) -> None:
+    parameters = dict(model.named_parameters())
+    missing = set(parameters)
+    unexpected = []
+    for file in files:
+        with safe_open(file, "pt") as f:
+            for key in f.keys():
+                name = _parameter_name(key)
+                if name not in parameters:
+                    unexpected.append(key)
+                    continue
+                tensor = f.get_tensor(key)
+                if tensor.shape != parameters[name].shape:
+                    raise ModelError(f"{key} has shape {tuple(tensor.shape)}, the config implies "
+                                     f"{tuple(parameters[name].shape)}.")
+                with torch.no_grad():
+                    parameters[name].copy_(tensor)
+                missing.discard(name)
+    if unexpected:
+        log.warning("ignored %d checkpoint tensors, e.g. %s", len(unexpected), unexpected[:3])
+    if missing:
+        raise ModelError(f"The checkpoint lacks {len(missing)} weights, e.g. {sorted(missing)[:3]}.")
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype: torch.dtype):
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def from_pretrained(name_or_path: str | os.PathLike | None = None, *, base: str | os.PathLike | None = None,
+                    device: str | torch.device | None = None, dtype: str | torch.dtype | None = None) -> TempoModel:
+    """Load a Tempo checkpoint (directory or hub id; the embedded Tempo-Tiny when None).
+
+    `base` overrides the base Qwen3-VL location; `device` defaults to CUDA when available; `dtype` to bf16
+    on CUDA and fp32 on CPU.
+    """
+    checkpoint_dir = resolve_checkpoint(name_or_path)
+    config = _read_json(os.path.join(checkpoint_dir, "config.json"))
+    if config.get("model_type") != "tempo_qwen":
+        raise ModelError(f"{checkpoint_dir} is not a Tempo checkpoint (model_type {config.get('model_type')!r}).")
+    if "num_compression_tokens" not in config:
+        raise ModelError("The checkpoint config lacks num_compression_tokens.")
+
+    base_dir = resolve_base(config, checkpoint_dir, base)
+    named_base = os.fspath(base) if base is not None else config["mm_vision_tower_aux_list"][0]
+    base_repo = named_base if _is_hub_id(named_base) else None
+
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype or (torch.bfloat16 if device.type == "cuda"
+                                                                     else torch.float32)
+    attention = _attention_implementation(device)
+
+    base_config = Qwen3VLConfig.from_pretrained(base_dir)
+    base_config._attn_implementation = attention
+    decoder_keys = {k: v for k, v in config.items() if k not in ("architectures", "model_type", "rope_scaling")}
+    decoder_config = Qwen3Config(**decoder_keys)
+    decoder_config._attn_implementation = attention
+
+    processor_file = next((os.path.join(base_dir, f) for f in ("video_preprocessor_config.json",
+                                                               "preprocessor_config.json")
+                           if os.path.isfile(os.path.join(base_dir, f))), None)
+    geometry = PatchGeometry.from_processor_config(_read_json(processor_file) if processor_file else {})
+    tokenizer = TextTokenizer(checkpoint_dir)
+    compressor_tokenizer = TextTokenizer(base_dir)
+
+    with no_init_weights(), torch.device(device), _default_dtype(dtype):
+        compressor = LocalCompressor(base_config, int(config["num_compression_tokens"]))
+        decoder = GlobalDecoder(decoder_config, base_config.text_config.hidden_size,
+                                config.get("mm_projector_type", "linear"))
+    decoder.lm.tie_weights()
+
+    generation = {}
+    if os.path.isfile(os.path.join(checkpoint_dir, "generation_config.json")):
+        generation = _read_json(os.path.join(checkpoint_dir, "generation_config.json"))
+    eos = generation.get("eos_token_id", config.get("eos_token_id"))
+    stop_ids = {tokenizer.token_id("<|im_end|>")} | set(eos if isinstance(eos, list) else [eos] if eos is not None
+                                                         else [])
+    spec = CheckpointSpec(
+        name=os.fspath(name_or_path) if name_or_path else "Tempo-Tiny (embedded)",
+        num_memory_tokens=int(config["num_compression_tokens"]),
+        visual_token_budget=int(config.get("visual_token_budget", 8192)),
+        context_length=int(config.get("tokenizer_model_max_length", 16384)),
+        inference_reserve=int(config.get("inference_max_length", 16)),
+        dynamic_compress=bool(config.get("dynamic_compress", True)),
+        stop_ids=frozenset(stop_ids),
+        top_k=int(generation.get("top_k", 0) or 0),
+        top_p=float(generation.get("top_p", 1.0) or 1.0),
+    )
+    model = TempoModel(compressor, decoder, tokenizer, compressor_tokenizer, geometry, spec)
+    _load_weights(model, _weight_files(checkpoint_dir))
+
+    yes_id, no_id = compressor_tokenizer.token_id("Yes"), compressor_tokenizer.token_id("No")
+    from_hub = not os.path.isdir(os.path.expanduser(os.fspath(name_or_path or DEFAULT_MODEL)))
+    direction = cached_relevance_direction(checkpoint_dir, from_hub, base_dir, base_repo, base_config, yes_id, no_id)
+    compressor.relevance_direction = direction.to(device=device, dtype=torch.float32)
+    log.info("loaded %s on %s (%s, %s attention)", spec.name, device, dtype, attention)
+    return model.eval()

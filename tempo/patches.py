@@ -1,0 +1,136 @@
+"""Segment frames -> Qwen3-VL patch rows, reproducing the released resize chain pixel for pixel.
+
+After `video.fit_long_edge`, the released pipeline (qwen-vl-utils, then the Qwen3-VL processor) applies:
+  1. per frame, PIL bicubic to a size snapped to multiples of 2*factor (qwen-vl-utils passes its 32-pixel
+     factor where a patch size is expected, so the factor doubles to 64);
+  2. an even frame count, repeating the last frame;
+  3. per clip, torch bicubic with antialias to multiples of factor with at least 128 merged tokens per
+     frame -- small videos are *up*-scaled and the aspect ratio can change;
+  4. rescale + normalise, then cut into (temporal x spatial) patches ordered by 2x2 merge block.
+Every step acts on one frame at a time, so frames can be reduced as soon as they are decoded.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+from .errors import VideoError
+
+MAX_ASPECT_RATIO = 200
+FRAME_MIN_TOKENS = 4  # qwen-vl-utils image defaults, in units of (2*factor)^2 pixels
+FRAME_MAX_TOKENS = 16384
+CLIP_MIN_TOKENS = 128  # qwen-vl-utils video defaults, in units of factor^2 pixels
+CLIP_MAX_TOKENS = 768
+CLIP_TOTAL_PIXELS_TOKENS = 128000 * 0.9  # MODEL_SEQ_LEN * 0.9
+
+
+@dataclass(frozen=True)
+class PatchGeometry:
+    """Patch layout and normalisation of the compressor's vision tower (from the base processor config)."""
+
+    patch_size: int = 16
+    temporal_patch_size: int = 2
+    merge_size: int = 2
+    image_mean: tuple[float, float, float] = (0.5, 0.5, 0.5)
+    image_std: tuple[float, float, float] = (0.5, 0.5, 0.5)
+    rescale_factor: float = 1 / 255
+
+    @property
+    def factor(self) -> int:
+        return self.patch_size * self.merge_size
+
+    @classmethod
+    def from_processor_config(cls, config: dict) -> "PatchGeometry":
+        return cls(
+            patch_size=int(config.get("patch_size", 16)),
+            temporal_patch_size=int(config.get("temporal_patch_size", 2)),
+            merge_size=int(config.get("merge_size", 2)),
+            image_mean=tuple(config.get("image_mean", (0.5, 0.5, 0.5))),
+            image_std=tuple(config.get("image_std", (0.5, 0.5, 0.5))),
+            rescale_factor=float(config.get("rescale_factor", 1 / 255)),
+        )
+
+
+def snap_size(height: int, width: int, factor: int, min_pixels: float, max_pixels: float) -> tuple[int, int]:
+    """qwen-vl-utils `smart_resize`: nearest multiples of `factor`, then scaled into the pixel range."""
+    if max(height, width) / min(height, width) > MAX_ASPECT_RATIO:
+        raise VideoError(f"Frames of {width}x{height} are too elongated (aspect ratio above {MAX_ASPECT_RATIO}).")
+    h = max(factor, round(height / factor) * factor)
+    w = max(factor, round(width / factor) * factor)
+    if h * w > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h = math.floor(height / beta / factor) * factor
+        w = math.floor(width / beta / factor) * factor
+    elif h * w < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h = math.ceil(height * beta / factor) * factor
+        w = math.ceil(width * beta / factor) * factor
+    return h, w
+
+
+def snap_frame(image: Image.Image, geometry: PatchGeometry) -> Image.Image:
+    """Step 1: per-frame PIL bicubic to multiples of 2*factor (PIL returns a copy when the size is unchanged)."""
+    factor = 2 * geometry.factor
+    w, h = image.size
+    new_h, new_w = snap_size(h, w, factor, FRAME_MIN_TOKENS * factor**2, FRAME_MAX_TOKENS * factor**2)
+    return image.resize((new_w, new_h), resample=Image.Resampling.BICUBIC)
+
+
+def clip_size(height: int, width: int, num_frames: int, geometry: PatchGeometry) -> tuple[int, int]:
+    """Step 3's target size for a clip of `num_frames` frames of height x width."""
+    factor = geometry.factor
+    min_pixels = CLIP_MIN_TOKENS * factor**2
+    total_pixels = CLIP_TOTAL_PIXELS_TOKENS * factor**2
+    max_pixels = max(min(CLIP_MAX_TOKENS * factor**2, total_pixels / num_frames * 2), int(min_pixels * 1.05))
+    return snap_size(height, width, factor, min_pixels, max_pixels)
+
+
+def resize_frames(frames: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """Step 3: torchvision-equivalent bicubic+antialias on uint8 [T, 3, H, W] (float math, clamp, round)."""
+    if tuple(frames.shape[-2:]) == tuple(size):
+        return frames
+    resized = F.interpolate(frames.float(), size=list(size), mode="bicubic", align_corners=False, antialias=True)
+    return resized.clamp(0, 255).round().to(torch.uint8)
+
+
+def model_frame(image: Image.Image, geometry: PatchGeometry, clip_frames: int) -> torch.Tensor:
+    """Steps 1 and 3 for one frame of a clip of `clip_frames` frames: a [3, H, W] uint8 tensor."""
+    snapped = snap_frame(image.convert("RGB"), geometry)
+    pixels = torch.from_numpy(np.asarray(snapped).copy()).permute(2, 0, 1)
+    size = clip_size(pixels.shape[1], pixels.shape[2], clip_frames, geometry)
+    return resize_frames(pixels[None], size)[0]
+
+
+def even_clip_length(num_frames: int, geometry: PatchGeometry) -> int:
+    """Step 2: frame count after padding to a multiple of the temporal patch size."""
+    t = geometry.temporal_patch_size
+    return max(t, -(-num_frames // t) * t)
+
+
+def patchify(frames: torch.Tensor, geometry: PatchGeometry) -> tuple[torch.Tensor, tuple[int, int, int]]:
+    """Step 4 layout: uint8 [T, 3, H, W] -> rows [t*h*w, 3*tp*p*p] ordered by merge block, and grid (t, h, w)."""
+    t_patch, p, m = geometry.temporal_patch_size, geometry.patch_size, geometry.merge_size
+    num_frames, channels, height, width = frames.shape
+    if num_frames % t_patch:
+        pad = t_patch - num_frames % t_patch
+        frames = torch.cat([frames, frames[-1:].expand(pad, -1, -1, -1)])
+        num_frames += pad
+    grid = (num_frames // t_patch, height // p, width // p)
+    blocks = frames.reshape(grid[0], t_patch, channels, grid[1] // m, m, p, grid[2] // m, m, p)
+    rows = blocks.permute(0, 3, 6, 4, 7, 2, 1, 5, 8).reshape(grid[0] * grid[1] * grid[2], -1)
+    return rows, grid
+
+
+def normalize(rows: torch.Tensor, geometry: PatchGeometry) -> torch.Tensor:
+    """Step 4 values: fused rescale + normalise of uint8 rows, exactly as the Qwen3-VL processor computes it."""
+    channels = len(geometry.image_mean)
+    mean = torch.tensor([m / geometry.rescale_factor for m in geometry.image_mean], dtype=torch.float32)
+    std = torch.tensor([s / geometry.rescale_factor for s in geometry.image_std], dtype=torch.float32)
+    values = rows.reshape(rows.shape[0], channels, -1).float()
+    return ((values - mean[None, :, None]) / std[None, :, None]).reshape(rows.shape)

@@ -1,0 +1,222 @@
+"""Video + question -> events: probe, compress segment by segment, allocate the budget, stream the answer."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+import numpy as np
+import torch
+from PIL import Image
+
+from .allocation import allocate, reduce_memory
+from .config import RunConfig, SamplingConfig
+from .decoder import Sampler
+from .errors import InputError, TempoError
+from .events import (AllocationDone, AnswerToken, Event, Finished, SegmentCompressed, SegmentSummary,
+                     VideoProbed)
+from .loading import TempoModel
+from .patches import PatchGeometry, even_clip_length, model_frame, normalize, patchify
+from .prompts import compressor_prompt_ids, decoder_prompt_ids, frame_group_times, segment_time_tag
+from .video import FrameReader, fit_long_edge, open_video, sample_frame_indices, sampled_fps, segment_ranges
+
+THUMBNAIL_EDGE = 320
+
+
+@dataclass
+class PreparedSegment:
+    """One segment's compressor-ready pixels plus what the UI shows for it."""
+
+    index: int
+    first_frame: int  # position of its first frame among the sampled frames
+    num_frames: int
+    pixel_rows: torch.Tensor  # uint8 [patches, C * temporal_patch * patch * patch]
+    grid: tuple[int, int, int]
+    thumbnail: np.ndarray
+
+
+class StageTimer:
+    """Accumulates wall time per pipeline stage (stages interleave when segments stream)."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, float] = defaultdict(float)
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.totals[name] += time.perf_counter() - start
+
+
+def check_question(question: str, max_chars: int) -> str:
+    """Reject what cannot be a question; the text itself is passed on verbatim (it is never markup)."""
+    if not isinstance(question, str) or not question.strip():
+        raise InputError("Please type a question about the video.")
+    if len(question) > max_chars:
+        raise InputError(f"The question is {len(question):,} characters long; the limit is {max_chars:,}.")
+    return question
+
+
+def check_budget(num_segments: int, config: RunConfig) -> None:
+    """Fail before any compression if the budget cannot give every segment a token (ATA, uniform)."""
+    allocation = config.allocation
+    if allocation.strategy in ("ata", "uniform") and allocation.budget < num_segments:
+        frames = allocation.budget * config.sampling.segment_frames
+        raise InputError(
+            f"A budget of {allocation.budget} visual tokens cannot keep even one token for each of the "
+            f"{num_segments} segments. Raise the budget to at least {num_segments}, or lower max frames to "
+            f"{frames} or fewer.")
+
+
+def prepare_segments(reader: FrameReader, frame_indices: list[int], sampling: SamplingConfig,
+                     geometry: PatchGeometry, timer: StageTimer) -> Iterator[PreparedSegment]:
+    """Decode the sampled frames in order, reducing each to model resolution at once, one segment at a time."""
+    ranges = segment_ranges(len(frame_indices), sampling.segment_frames)
+    frames = iter(reader.read(frame_indices))
+    for index, window in enumerate(ranges):
+        clip_frames = even_clip_length(len(window), geometry)
+        pixels, thumbnail = [], None
+        for position in window:
+            with timer.stage("decode"):
+                frame = next(frames)
+            with timer.stage("preprocess"):
+                image = fit_long_edge(Image.fromarray(frame), sampling.long_edge)
+                pixels.append(model_frame(image, geometry, clip_frames))
+                if position == window[len(window) // 2]:
+                    image.thumbnail((THUMBNAIL_EDGE, THUMBNAIL_EDGE))
+                    thumbnail = np.asarray(image)
+        with timer.stage("preprocess"):
+            rows, grid = patchify(torch.stack(pixels), geometry)
+        yield PreparedSegment(index, window.start, len(window), rows, grid, thumbnail)
+
+
+def compress_segments(model: TempoModel, segments: Iterable[PreparedSegment], question: str, real_fps: float,
+                      micro_batch: int, timer: StageTimer) -> Iterator[tuple[PreparedSegment, torch.Tensor, float]]:
+    """Run the compressor over micro-batches, yielding (segment, memory [k_max, d_s], relevance) as each ends."""
+    geometry = model.geometry
+    batch: list[PreparedSegment] = []
+
+    def flush() -> Iterator[tuple[PreparedSegment, torch.Tensor, float]]:
+        with timer.stage("vision"):
+            pixel_values = normalize(torch.cat([s.pixel_rows for s in batch]), geometry)
+            vision = model.compressor.encode_vision(pixel_values, [s.grid for s in batch])
+        with timer.stage("compress"):
+            prompts = []
+            for segment, features in zip(batch, vision):
+                times = frame_group_times(segment.first_frame, segment.grid[0] * geometry.temporal_patch_size,
+                                          real_fps, geometry.merge_size)
+                per_group = segment.grid[1] * segment.grid[2] // geometry.merge_size**2
+                prompts.append(compressor_prompt_ids(model.compressor_tokenizer, question, times, per_group))
+            memories, relevance = model.compressor(prompts, vision)
+        for segment, memory, score in zip(batch, memories, relevance.tolist()):
+            yield segment, memory, score
+
+    for segment in segments:
+        batch.append(segment)
+        if len(batch) == micro_batch:
+            yield from flush()
+            batch = []
+    if batch:
+        yield from flush()
+
+
+def decoder_embeddings(model: TempoModel, memories: list[torch.Tensor], tokens: list[int], truncation: str,
+                       question: str, real_fps: float, segment_frames: int,
+                       context_length: int) -> tuple[torch.Tensor, int]:
+    """The decoder's input embeddings and how many visual positions had to be cut to fit the context.
+
+    As released: the visual sequence is cut to context - reserve - text length (possibly inside a segment).
+    Unlike the release, a question that leaves no room at all is rejected instead of being cut off.
+    """
+    kept = [reduce_memory(memory, k, truncation) for memory, k in zip(memories, tokens)]
+    tags = [model.tokenizer.markup(segment_time_tag(i, segment_frames, real_fps)) for i in range(len(memories))]
+    visual = model.decoder.visual_sequence(kept, tags)
+    before, after = decoder_prompt_ids(model.tokenizer, question)
+    room = context_length - model.spec.inference_reserve - len(before) - len(after)
+    if room <= 0:
+        raise InputError(f"The question takes {len(before) + len(after)} tokens and leaves no room for the video "
+                         f"in the decoder's {context_length}-token context; please shorten it.")
+    cut = max(0, visual.shape[0] - room)
+    return model.decoder.prompt_embeddings(before, visual[:room], after), cut
+
+
+def run(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig | None = None) -> Iterator[Event]:
+    """Answer `question` about `video`, yielding progress events; the last one is `Finished`."""
+    config = config or RunConfig()
+    config.validate()
+    question = check_question(question, config.limits.max_question_chars)
+    sampling, allocation = config.sampling, config.allocation
+    timer = StageTimer()
+    started = time.perf_counter()
+
+    with timer.stage("open"):
+        reader = open_video(video)
+    try:
+        info = reader.info
+        if info.duration > config.limits.max_duration_s:
+            raise InputError(f"The video lasts {info.duration / 3600:.1f} h; this server accepts up to "
+                             f"{config.limits.max_duration_s / 3600:.1f} h.")
+        frame_indices = sample_frame_indices(info.total_frames, info.native_fps, sampling.fps,
+                                             sampling.min_frames, sampling.max_frames)
+        real_fps = sampled_fps(len(frame_indices), info)
+        num_segments = len(segment_ranges(len(frame_indices), sampling.segment_frames))
+        probed = VideoProbed(info.path, info.duration, info.native_fps, info.total_frames, info.width, info.height,
+                             len(frame_indices), real_fps, num_segments, info.backend)
+        yield probed
+        check_budget(num_segments, config)
+
+        memories, relevance, spans = [], [], []
+        segments = prepare_segments(reader, frame_indices, sampling, model.geometry, timer)
+        for segment, memory, score in compress_segments(model, segments, question, real_fps, config.micro_batch,
+                                                        timer):
+            start = segment.first_frame / real_fps
+            end = min((segment.first_frame + segment.num_frames) / real_fps, info.duration)
+            memories.append(memory)
+            relevance.append(score)
+            spans.append((start, end))
+            yield SegmentCompressed(segment.index, num_segments, start, end, score, segment.thumbnail)
+    finally:
+        reader.close()
+
+    k_max = model.spec.num_memory_tokens
+    with timer.stage("allocate"):
+        tokens = allocate(relevance, allocation.budget, allocation.k_min, k_max, allocation.strategy, allocation.seed)
+        context_length = config.context_length or model.spec.context_length
+        embeds, cut = decoder_embeddings(model, memories, tokens, allocation.truncation, question, real_fps,
+                                         sampling.segment_frames, context_length)
+    yield AllocationDone(tokens, allocation.budget, sum(tokens), allocation.k_min, k_max, allocation.strategy,
+                         allocation.truncation, cut)
+
+    generation = config.generation
+    sampler = Sampler(generation.temperature, generation.top_p, model.spec.top_k, generation.seed)
+    piece = model.tokenizer.piece_decoder()
+    token_ids = []
+    generated = model.decoder.generate(embeds, generation.max_new_tokens, set(model.spec.stop_ids), sampler)
+    while True:
+        with timer.stage("generate"):
+            token = next(generated, None)
+        if token is None:
+            break
+        token_ids.append(token)
+        yield AnswerToken(token, piece(token))
+
+    timings = {stage: round(seconds, 4) for stage, seconds in timer.totals.items()}
+    timings["total"] = round(time.perf_counter() - started, 4)
+    segments = [SegmentSummary(i, start, end, score, k)
+                for i, ((start, end), score, k) in enumerate(zip(spans, relevance, tokens))]
+    yield Finished(model.tokenizer.decode(token_ids).strip(), token_ids, segments, allocation.budget, sum(tokens),
+                   k_max, timings, probed)
+
+
+def answer(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig | None = None) -> Finished:
+    """Run to completion and return the `Finished` event."""
+    for event in run(model, video, question, config):
+        if isinstance(event, Finished):
+            return event
+    raise TempoError("The pipeline ended without an answer.")

@@ -1,0 +1,53 @@
+"""The two prompts Tempo builds: the compressor's per-segment routing prompt and the decoder's ChatML prompt."""
+
+from __future__ import annotations
+
+from .tokenizer import TextTokenizer
+
+# The paper's explicit routing prompt (appendix, P_route): the compression instruction plus a Yes/No question
+# whose answer logit is read, not generated.
+ROUTING_SYSTEM_PROMPT = (
+    "You are a query-conditioned visual compressor. "
+    "Store in the provided memory tokens the minimal visual information needed to answer the Query. "
+    "Ignore irrelevant details. "
+    "Now, before compressing, answer exactly 'Yes' or 'No': is this segment relevant to the Query?"
+)
+DECODER_SYSTEM_PROMPT = "You are a helpful assistant."
+
+VISION_START, VIDEO_PAD, VISION_END = "<|vision_start|>", "<|video_pad|>", "<|vision_end|>"
+
+
+def frame_group_times(first_frame: int, num_frames: int, real_fps: float, group: int) -> list[float]:
+    """Qwen3-VL labels each group of `group` frames with the mean time of its first and last frame.
+
+    `first_frame` is the segment's offset among the sampled frames, so times are absolute in the video.
+    """
+    indices = list(range(first_frame, first_frame + num_frames))
+    indices += [indices[-1]] * (-len(indices) % group)
+    times = [index / real_fps for index in indices]
+    return [(times[i] + times[i + group - 1]) / 2 for i in range(0, len(times), group)]
+
+
+def compressor_prompt_ids(tokenizer: TextTokenizer, question: str, group_times: list[float],
+                          tokens_per_group: int) -> list[int]:
+    """The SVLM input for one segment, ending right before where the memory tokens are appended.
+
+    This is what Qwen3-VL's chat template renders for [system, user(video, text)] with a generation
+    prompt, after the processor expands the video into `<t seconds>` + one placeholder block per group.
+    """
+    video = "".join(f"<{t:.1f} seconds>{VISION_START}{VIDEO_PAD * tokens_per_group}{VISION_END}" for t in group_times)
+    head = f"<|im_start|>system\n{ROUTING_SYSTEM_PROMPT}<|im_end|>\n<|im_start|>user\n{video}"
+    return tokenizer.markup(head) + tokenizer.text("\nQuery:\n" + question) + tokenizer.markup(
+        "<|im_end|>\n<|im_start|>assistant\n")
+
+
+def decoder_prompt_ids(tokenizer: TextTokenizer, question: str) -> tuple[list[int], list[int]]:
+    """ChatML ids before and after the `<image>` slot where the visual sequence goes."""
+    before = tokenizer.markup(f"<|im_start|>system\n{DECODER_SYSTEM_PROMPT}<|im_end|>\n<|im_start|>user\n")
+    after = tokenizer.text("\n" + question) + tokenizer.markup("<|im_end|>\n<|im_start|>assistant\n")
+    return before, after
+
+
+def segment_time_tag(index: int, segment_frames: int, real_fps: float) -> str:
+    """The decoder's per-segment tag: the centre time of a full window, even for a short last segment."""
+    return f"<{(index * segment_frames + segment_frames / 2) / real_fps:.1f} seconds>"
