@@ -171,11 +171,9 @@ def _local_reader(path: str) -> Callable[[int, int], bytes]:
     return read
 
 
-def _hub_reader(repo_id: str, filename: str) -> Callable[[int, int], bytes]:
-    from huggingface_hub import hf_hub_url
+def _http_reader(url: str) -> Callable[[int, int], bytes]:
+    """Byte ranges of a remote file (the hub serves HTTP range requests)."""
     from huggingface_hub.utils import build_hf_headers, get_session
-
-    url = hf_hub_url(repo_id, filename)
 
     def read(offset: int, length: int) -> bytes:
         headers = {**build_hf_headers(), "Range": f"bytes={offset}-{offset + length - 1}"}
@@ -201,7 +199,9 @@ def _base_weight_locations(base_dir: str, base_repo: str | None) -> Iterator[Cal
         raise ModelError(f"{base_dir} has no weights to read the relevance direction from.")
     index = os.path.join(base_dir, "model.safetensors.index.json")
     shards = sorted(set(_read_json(index)["weight_map"].values())) if os.path.isfile(index) else ["model.safetensors"]
-    yield from (_hub_reader(base_repo, shard) for shard in shards)
+    from huggingface_hub import hf_hub_url
+
+    yield from (_http_reader(hf_hub_url(base_repo, shard)) for shard in shards)
 
 
 def relevance_direction(base_dir: str, base_repo: str | None, base_config: Qwen3VLConfig,

@@ -1,0 +1,129 @@
+"""`python -m tempo infer`: answer a question about a video from the terminal, showing where tokens go."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from typing import TextIO
+
+from .config import STRATEGIES, TRUNCATIONS, AllocationConfig, GenerationConfig, RunConfig, SamplingConfig
+from .errors import TempoError
+from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed, VideoProbed
+
+BAR = " ▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[float]) -> str:
+    """One character per value, scaled to the largest."""
+    top = max(values, default=0) or 1
+    return "".join(BAR[min(len(BAR) - 1, round(v / top * (len(BAR) - 1)))] for v in values)
+
+
+def _clock(seconds: float) -> str:
+    return f"{int(seconds) // 60:02d}:{seconds % 60:04.1f}"
+
+
+class Progress:
+    """Segment progress on stderr: one rewritten line on a terminal, a line per 10% otherwise."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.started = time.perf_counter()
+        self.last_decile = -1
+
+    def segment(self, event: SegmentCompressed) -> None:
+        done = event.index + 1
+        elapsed = time.perf_counter() - self.started
+        eta = elapsed / done * (event.num_segments - done)
+        line = (f"compressing {done}/{event.num_segments} segments  [{_clock(event.start)}-{_clock(event.end)}] "
+                f"relevance {event.relevance:.3f}  ETA {eta:4.0f}s")
+        if self.tty:
+            self.stream.write("\r" + line + ("\n" if done == event.num_segments else ""))
+        elif done * 10 // event.num_segments > self.last_decile or done == event.num_segments:
+            self.last_decile = done * 10 // event.num_segments
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tempo", description="Query-aware long-video compression.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    infer = commands.add_parser("infer", help="answer a question about a video")
+    infer.add_argument("--video", required=True, help="video file (mp4, mkv, webm, ...)")
+    infer.add_argument("--query", required=True, help="the question")
+    infer.add_argument("--model", default=os.environ.get("TEMPO_MODEL"),
+                       help="checkpoint directory or hub id (default: $TEMPO_MODEL, else the embedded Tempo-Tiny)")
+    infer.add_argument("--base", default=os.environ.get("TEMPO_BASE"),
+                       help="base Qwen3-VL directory or hub id (default: $TEMPO_BASE, else the checkpoint's)")
+    infer.add_argument("--budget", type=int, help="visual token budget (default: the checkpoint's, 8192 for Tempo-6B)")
+    infer.add_argument("--max-frames", type=int, default=1024, help="cap on sampled frames (default 1024)")
+    infer.add_argument("--k-min", type=int, default=4, help="tokens every segment keeps (default 4)")
+    infer.add_argument("--strategy", choices=STRATEGIES, default="ata", help="allocation strategy (default ata)")
+    infer.add_argument("--truncation", choices=TRUNCATIONS, default="head", help="intra-segment reduction")
+    infer.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    infer.add_argument("--max-new-tokens", type=int, default=512)
+    infer.add_argument("--micro-batch", type=int, default=4, help="segments per compressor forward pass")
+    infer.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
+    infer.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="default: bf16 on CUDA, fp32 on CPU")
+    infer.add_argument("--json", dest="json_out", help="write the answer, per-segment data and timings here")
+    infer.add_argument("--verbose", action="store_true", help="log loading details")
+    return parser
+
+
+def infer(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from . import loading, pipeline
+
+    model = loading.from_pretrained(args.model, base=args.base, device=args.device, dtype=args.dtype)
+    config = RunConfig(
+        sampling=SamplingConfig(max_frames=args.max_frames),
+        allocation=AllocationConfig(budget=args.budget if args.budget is not None else model.spec.visual_token_budget,
+                                    k_min=args.k_min, strategy=args.strategy, truncation=args.truncation),
+        generation=GenerationConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature),
+        micro_batch=args.micro_batch,
+    )
+    progress = Progress(err)
+    for event in pipeline.run(model, args.video, args.query, config):
+        if isinstance(event, VideoProbed):
+            err.write(f"{os.path.basename(event.path)}: {_clock(event.duration)} at {event.native_fps:.2f} fps, "
+                      f"{event.width}x{event.height} -> {event.sampled_frames} frames, "
+                      f"{event.num_segments} segments\n")
+        elif isinstance(event, SegmentCompressed):
+            progress.segment(event)
+        elif isinstance(event, AllocationDone):
+            err.write(f"tokens per segment {sparkline(event.tokens)}  {event.tokens_used}/{event.budget} used "
+                      f"({event.strategy}, k_min {event.k_min}, k_max {event.k_max})\n")
+            if event.context_truncated:
+                err.write(f"warning: {event.context_truncated} visual positions were cut to fit the context\n")
+        elif isinstance(event, AnswerToken):
+            out.write(event.text)
+            out.flush()
+        elif isinstance(event, Finished):
+            out.write("\n")
+            err.write(f"done in {event.timings['total']:.1f}s  " +
+                      "  ".join(f"{k} {v:.2f}s" for k, v in event.timings.items() if k != "total") + "\n")
+            if args.json_out:
+                with open(args.json_out, "w", encoding="utf-8") as f:
+                    json.dump(event.to_dict(), f, indent=2, ensure_ascii=False)
+                err.write(f"wrote {args.json_out}\n")
+    return 0
+
+
+def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    try:
+        return infer(args, out, err)
+    except TempoError as exc:
+        err.write(f"error: {exc}\n")
+        return 2
+    except OSError as exc:
+        err.write(f"error: {exc.strerror or exc} ({exc.filename})\n" if exc.filename else f"error: {exc}\n")
+        return 2
+    except KeyboardInterrupt:
+        err.write("interrupted\n")
+        return 130

@@ -1,0 +1,38 @@
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(os.environ.get("TEMPO_FIXTURES", ROOT.parent / "shared" / "conformance"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory):
+    """Keep relevance-direction caches and hub lookups inside the test run (no network, no home writes)."""
+    os.environ["TEMPO_CACHE"] = str(tmp_path_factory.mktemp("tempo-cache"))
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+
+@pytest.fixture(scope="session")
+def fixtures() -> Path:
+    if not (FIXTURES / "tempo" / "config.json").is_file():
+        pytest.fail(f"conformance fixtures not found at {FIXTURES} (set TEMPO_FIXTURES)")
+    return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def fixture_model(fixtures):
+    import tempo
+
+    return tempo.from_pretrained(fixtures / "tempo", base=fixtures / "base" / "tiny-qwen3-vl", device="cpu")
+
+
+@pytest.fixture()
+def fixture_copy(fixtures, tmp_path) -> Path:
+    """A writable copy of the fixture directory."""
+    target = tmp_path / "conformance"
+    shutil.copytree(fixtures, target)
+    return target
