@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tempo.synthetic import (COLOURS, KINDS, Question, generate_video, is_correct, make_questions, occurrences,
+from tempo.synthetic import (COLOURS, Question, generate_video, is_correct, make_questions, occurrences,
                              segment_relevance, sprite, write_mp4)
 from tempo.synthetic.__main__ import main
 

@@ -25,7 +25,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m tempo.synthetic", description=__doc__)
+    parser = _Parser(prog="python -m tempo.synthetic",
+                     description="Seeded synthetic long videos with exact ground truth, for training and demos.")
     commands = parser.add_subparsers(dest="command", required=True)
     render = commands.add_parser(
         "render", help="write PATH.mp4 and PATH.json for one seed",
