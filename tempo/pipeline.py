@@ -7,7 +7,7 @@ import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Generator, Iterable, Iterator
 
 import numpy as np
 import torch
@@ -43,6 +43,7 @@ class StageTimer:
     """Accumulates wall time per pipeline stage (stages interleave when segments stream)."""
 
     def __init__(self) -> None:
+        self.started = time.perf_counter()
         self.totals: dict[str, float] = defaultdict(float)
 
     @contextlib.contextmanager
@@ -146,15 +147,21 @@ def decoder_embeddings(model: TempoModel, memories: list[torch.Tensor], tokens: 
     return model.decoder.prompt_embeddings(before, visual[:room], after), cut
 
 
-def run(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig | None = None) -> Iterator[Event]:
-    """Answer `question` about `video`, yielding progress events; the last one is `Finished`."""
-    config = config or RunConfig()
-    config.validate()
-    question = check_question(question, config.limits.max_question_chars)
-    sampling, allocation = config.sampling, config.allocation
-    timer = StageTimer()
-    started = time.perf_counter()
+@dataclass
+class CompressedVideo:
+    """One (video, question) after the compressor: all the decoder side needs, reusable across allocations."""
 
+    video: VideoProbed
+    question: str
+    memories: list[torch.Tensor]  # [k_max, d_s] per segment
+    relevance: list[float]
+    spans: list[tuple[float, float]]  # seconds
+
+
+def compress(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig,
+             timer: StageTimer) -> Generator[Event, None, CompressedVideo]:
+    """Probe and compress segment by segment, yielding `VideoProbed` then one `SegmentCompressed` each."""
+    sampling = config.sampling
     with timer.stage("open"):
         reader = open_video(video)
     try:
@@ -171,29 +178,37 @@ def run(model: TempoModel, video: str | os.PathLike, question: str, config: RunC
         yield probed
         check_budget(num_segments, config)
 
-        memories, relevance, spans = [], [], []
+        compressed = CompressedVideo(probed, question, [], [], [])
         segments = prepare_segments(reader, frame_indices, sampling, model.geometry, timer)
         for segment, memory, score in compress_segments(model, segments, question, real_fps, config.micro_batch,
                                                         timer):
             start = segment.first_frame / real_fps
             end = min((segment.first_frame + segment.num_frames) / real_fps, info.duration)
-            memories.append(memory)
-            relevance.append(score)
-            spans.append((start, end))
+            compressed.memories.append(memory)
+            compressed.relevance.append(score)
+            compressed.spans.append((start, end))
             yield SegmentCompressed(segment.index, num_segments, start, end, score, segment.thumbnail)
     finally:
         reader.close()
+    return compressed
 
+
+def respond(model: TempoModel, compressed: CompressedVideo, config: RunConfig,
+            timer: StageTimer) -> Iterator[Event]:
+    """Allocate the budget over the compressed segments and stream the answer: `AllocationDone`,
+    `AnswerToken`s, then `Finished`."""
+    allocation, generation = config.allocation, config.generation
     k_max = model.spec.num_memory_tokens
     with timer.stage("allocate"):
-        tokens = allocate(relevance, allocation.budget, allocation.k_min, k_max, allocation.strategy, allocation.seed)
+        tokens = allocate(compressed.relevance, allocation.budget, allocation.k_min, k_max, allocation.strategy,
+                          allocation.seed)
         context_length = config.context_length or model.spec.context_length
-        embeds, cut = decoder_embeddings(model, memories, tokens, allocation.truncation, question, real_fps,
-                                         sampling.segment_frames, context_length)
+        embeds, cut = decoder_embeddings(model, compressed.memories, tokens, allocation.truncation,
+                                         compressed.question, compressed.video.real_fps,
+                                         config.sampling.segment_frames, context_length)
     yield AllocationDone(tokens, allocation.budget, sum(tokens), allocation.k_min, k_max, allocation.strategy,
                          allocation.truncation, cut)
 
-    generation = config.generation
     sampler = Sampler(generation.temperature, generation.top_p, model.spec.top_k, generation.seed)
     piece = model.tokenizer.piece_decoder()
     token_ids = []
@@ -207,11 +222,21 @@ def run(model: TempoModel, video: str | os.PathLike, question: str, config: RunC
         yield AnswerToken(token, piece(token))
 
     timings = {stage: round(seconds, 4) for stage, seconds in timer.totals.items()}
-    timings["total"] = round(time.perf_counter() - started, 4)
-    segments = [SegmentSummary(i, start, end, score, k)
-                for i, ((start, end), score, k) in enumerate(zip(spans, relevance, tokens))]
+    timings["total"] = round(time.perf_counter() - timer.started, 4)
+    segments = [SegmentSummary(i, start, end, score, k) for i, ((start, end), score, k)
+                in enumerate(zip(compressed.spans, compressed.relevance, tokens))]
     yield Finished(model.tokenizer.decode(token_ids).strip(), token_ids, segments, allocation.budget, sum(tokens),
-                   k_max, timings, probed)
+                   k_max, timings, compressed.video)
+
+
+def run(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig | None = None) -> Iterator[Event]:
+    """Answer `question` about `video`, yielding progress events; the last one is `Finished`."""
+    config = config or RunConfig()
+    config.validate()
+    question = check_question(question, config.limits.max_question_chars)
+    timer = StageTimer()
+    compressed = yield from compress(model, video, question, config, timer)
+    yield from respond(model, compressed, config, timer)
 
 
 def answer(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig | None = None) -> Finished:

@@ -1,0 +1,129 @@
+"""The timeline figure: relevance per segment while the video streams in, then the tokens each segment kept."""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .report import clock, span
+
+RELEVANCE_COLOR = "#f97316"
+RELEVANCE_SCALE = [[0.0, "#ffedd5"], [1.0, "#ea580c"]]
+TOKEN_SCALE = [[0.0, "#e0f2fe"], [0.35, "#7dd3fc"], [0.7, "#6366f1"], [1.0, "#a21caf"]]
+GUIDE_COLOR = "#94a3b8"
+FONT = "ui-sans-serif, system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
+TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400)
+
+
+class Segment(Protocol):
+    """Anything with a span and a relevance: `SegmentCompressed` while streaming, `SegmentSummary` after."""
+
+    start: float
+    end: float
+    relevance: float | None
+
+
+def time_ticks(duration: float, target: int = 8) -> tuple[list[float], list[str]]:
+    """Round video times (1 s ... 4 h apart) for at most about `target` ticks, labelled m:ss."""
+    step = next((s for s in TICK_STEPS if duration / s <= target), TICK_STEPS[-1])
+    values = [i * step for i in range(int(duration // step) + 1)]
+    return values, [clock(v) for v in values]
+
+
+def _relevance_range(values: list[float]) -> list[float]:
+    # ATA uses scores relative to each other (min-max), so the axis zooms to the spread rather than [0, 1].
+    low, high = min(values), max(values)
+    pad = max((high - low) * 0.2, 0.02)
+    return [max(0.0, low - pad), min(1.0, high + pad)]
+
+
+def _guide(fig: go.Figure, y: float, text: str, dash: str) -> None:
+    """A labelled horizontal line on the tokens axis."""
+    fig.add_shape(type="line", xref="x domain", x0=0, x1=1, yref="y2", y0=y, y1=y,
+                  line=dict(color=GUIDE_COLOR, width=1, dash=dash), layer="below")
+    fig.add_annotation(xref="x domain", x=1, yref="y2", y=y, text=text, showarrow=False, xanchor="right",
+                       yanchor="bottom", font=dict(size=10, color=GUIDE_COLOR))
+
+
+def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = None, *,
+                    duration: float | None = None, num_segments: int | None = None, budget: int | None = None,
+                    k_min: int | None = None, k_max: int | None = None, note: str | None = None) -> go.Figure:
+    """Relevance curve over bars of tokens kept (once allocated), a heatmap strip below, x in video time.
+
+    Pass the segments compressed so far and `num_segments` / `duration` while streaming: the rest of the
+    timeline is greyed out as pending. `note` replaces the empty-state message.
+    """
+    done = len(segments)
+    duration = duration or (segments[-1].end if segments else 60.0)
+    mids = [(s.start + s.end) / 2 for s in segments]
+    widths = [s.end - s.start for s in segments]
+    relevance = [s.relevance for s in segments]
+    has_relevance = bool(segments) and all(r is not None for r in relevance)
+    token_text = [f"{k} / {k_max}" if k_max else str(k) for k in tokens] if tokens else ["pending"] * done
+    hover_data = [[span(s.start, s.end), f"{r:.3f}" if r is not None else "n/a", t]
+                  for s, r, t in zip(segments, relevance, token_text)]
+    hover = "<b>%{customdata[0]}</b><br>relevance %{customdata[1]}<br>tokens %{customdata[2]}<extra></extra>"
+
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.84, 0.16], vertical_spacing=0.05,
+                        specs=[[{"secondary_y": True}], [{}]])
+    if tokens:
+        fig.add_trace(go.Bar(x=mids, y=list(tokens), width=[w * 0.9 for w in widths], name="tokens kept",
+                             marker=dict(color=list(tokens), colorscale=TOKEN_SCALE, cmin=0,
+                                         cmax=k_max or max(tokens) or 1, line=dict(width=0)),
+                             customdata=hover_data, hovertemplate=hover),
+                      row=1, col=1, secondary_y=True)
+        if k_max:
+            _guide(fig, k_max, f"k_max {k_max}", "dash")
+        if k_min:
+            _guide(fig, k_min, f"k_min {k_min}", "dash")
+        share = budget / len(tokens) if budget else None
+        # The even share only means something when it lands inside the axis; otherwise the budget never binds.
+        if share is not None and share <= (k_max or max(tokens)) * 1.05:
+            _guide(fig, share, f"budget ÷ segments {share:.0f}", "dot")
+    if has_relevance:
+        fig.add_trace(go.Scatter(x=mids, y=relevance, name="relevance", mode="lines+markers" if done <= 160 else "lines",
+                                 line=dict(color=RELEVANCE_COLOR, width=2.5, shape="spline", smoothing=0.6),
+                                 marker=dict(size=5, color=RELEVANCE_COLOR), fill="tozeroy",
+                                 fillcolor="rgba(249, 115, 22, 0.07)", customdata=hover_data, hovertemplate=hover),
+                      row=1, col=1, secondary_y=False)
+    strip = list(tokens) if tokens else relevance if has_relevance else None
+    if strip:
+        edges = [s.start for s in segments] + [segments[-1].end]
+        fig.add_trace(go.Heatmap(z=[strip], x=edges, y=[0], colorscale=TOKEN_SCALE if tokens else RELEVANCE_SCALE,
+                                 zmin=0 if tokens else None, zmax=(k_max or None) if tokens else None,
+                                 showscale=False, customdata=[hover_data], hovertemplate=hover, xgap=1,
+                                 name="tokens" if tokens else "relevance"),
+                      row=2, col=1)
+
+    total = num_segments or done
+    if done < total:  # the part of the video still being compressed
+        fig.add_vrect(x0=segments[-1].end if segments else 0, x1=duration, fillcolor=GUIDE_COLOR, opacity=0.12,
+                      line_width=0, layer="below", row="all", col=1)
+    message = note or (f"compressing · {done} / {total} segments" if done < total and total else None)
+    if message or not segments:
+        fig.add_annotation(xref="paper", yref="paper", x=1.0 if segments else 0.5, y=1.02 if segments else 0.5,
+                           xanchor="right" if segments else "center", yanchor="bottom" if segments else "middle",
+                           text=message or "relevance per segment will appear here", showarrow=False,
+                           font=dict(size=13, color=GUIDE_COLOR))
+
+    ticks, labels = time_ticks(duration)
+    fig.update_xaxes(range=[0, duration], tickvals=ticks, ticktext=labels, showgrid=False, zeroline=False,
+                     showline=False, ticks="")
+    fig.update_yaxes(title_text="relevance", title_font=dict(color=RELEVANCE_COLOR), tickformat=".2f",
+                     range=_relevance_range(relevance) if has_relevance else [0, 1],
+                     gridcolor="rgba(148, 163, 184, 0.18)", zeroline=False, row=1, col=1, secondary_y=False)
+    top = k_max or max(tokens or [1]) or 1
+    fig.update_yaxes(title_text="tokens kept" if tokens else None, range=[0, top * 1.12], tickmode="array",
+                     tickvals=sorted({round(top * f) for f in (0, 0.25, 0.5, 0.75, 1)}), showgrid=False,
+                     zeroline=False, visible=bool(tokens), row=1, col=1, secondary_y=True)
+    fig.update_yaxes(visible=False, fixedrange=True, row=2, col=1)
+    fig.update_layout(
+        height=430, margin=dict(l=60, r=60, t=40, b=30), barmode="overlay", bargap=0,
+        paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)", hovermode="closest",
+        font=dict(family=FONT, size=12, color="#64748b"), hoverlabel=dict(font_family=FONT),
+        legend=dict(orientation="h", x=0, y=1.02, xanchor="left", yanchor="bottom", bgcolor="rgba(0,0,0,0)"),
+        showlegend=bool(segments), uirevision="timeline",
+    )
+    return fig

@@ -1,0 +1,133 @@
+"""What a run amounts to, for people and for files: live progress, stats, key frames, JSON / CSV export."""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .events import AllocationDone, AnswerToken, Event, Finished, SegmentCompressed, SegmentSummary, VideoProbed
+
+SEGMENT_FIELDS = ("index", "start", "end", "relevance", "tokens")
+
+
+def clock(seconds: float) -> str:
+    """Video time as m:ss, or h:mm:ss past the hour."""
+    whole = max(0, int(round(seconds)))
+    hours, rest = divmod(whole, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60:02d}:{rest % 60:02d}"
+
+
+def span(start: float, end: float) -> str:
+    return f"{clock(start)}–{clock(end)}"
+
+
+@dataclass
+class RunProgress:
+    """Folds the event stream into what a viewer needs at any moment (the UI and the streaming API share it)."""
+
+    started: float = field(default_factory=time.perf_counter)
+    probed: VideoProbed | None = None
+    segments: list[SegmentCompressed] = field(default_factory=list)
+    allocation: AllocationDone | None = None
+    answer: str = ""
+    finished: Finished | None = None
+    first_segment_at: float | None = None
+
+    def update(self, event: Event) -> None:
+        if isinstance(event, VideoProbed):
+            self.probed = event
+        elif isinstance(event, SegmentCompressed):
+            if self.first_segment_at is None:
+                self.first_segment_at = time.perf_counter()
+            self.segments.append(event)
+        elif isinstance(event, AllocationDone):
+            self.allocation = event
+        elif isinstance(event, AnswerToken):
+            self.answer += event.text
+        elif isinstance(event, Finished):
+            self.finished = event
+            self.answer = event.answer
+
+    @property
+    def stage(self) -> str:
+        if self.finished:
+            return "done"
+        if self.allocation:
+            return "answering"
+        return "compressing" if self.probed else "opening"
+
+    @property
+    def num_segments(self) -> int:
+        return self.probed.num_segments if self.probed else 0
+
+    def eta(self) -> float | None:
+        """Seconds of compression left, from the pace since the first segment (which also paid for warm-up)."""
+        done, total = len(self.segments), self.num_segments
+        if not done or self.first_segment_at is None:
+            return None
+        elapsed = time.perf_counter() - self.started
+        if done > 1:
+            per_segment = (time.perf_counter() - self.first_segment_at) / (done - 1)
+        else:
+            per_segment = elapsed
+        return per_segment * (total - done)
+
+    def to_dict(self) -> dict:
+        """The API's JSON: partial while streaming (`stage` says how far), `Finished.to_dict()` at the end."""
+        if self.finished:
+            return {"stage": "done", **self.finished.to_dict()}
+        tokens = self.allocation.tokens if self.allocation else [None] * len(self.segments)
+        return {
+            "stage": self.stage,
+            "answer": self.answer,
+            "segments": [{"index": s.index, "start": s.start, "end": s.end, "relevance": s.relevance, "tokens": k}
+                         for s, k in zip(self.segments, tokens)],
+            "num_segments": self.num_segments,
+            "budget": self.allocation.budget if self.allocation else None,
+            "tokens_used": self.allocation.tokens_used if self.allocation else None,
+            "timings": {"elapsed": round(time.perf_counter() - self.started, 4)},
+        }
+
+
+def run_stats(result: Finished) -> dict[str, float | int]:
+    """Headline numbers: how much of the budget was spent and how much smaller the video became."""
+    frames = result.video.sampled_frames
+    without = result.k_max * len(result.segments)
+    return {
+        "segments": len(result.segments),
+        "sampled_frames": frames,
+        "tokens_used": result.tokens_used,
+        "budget": result.budget,
+        "tokens_per_frame": result.tokens_used / frames if frames else 0.0,
+        "tokens_without_compression": without,
+        "compression": without / result.tokens_used if result.tokens_used else float("inf"),
+        "duration": result.video.duration,
+    }
+
+
+def key_frames(segments: Sequence[SegmentSummary], frames: Sequence[np.ndarray],
+               count: int = 6) -> list[tuple[np.ndarray, str]]:
+    """Thumbnails of the `count` segments that kept the most tokens, in time order, captioned span · tokens."""
+    # Ties (every segment at k_max when compression is off) go to the more relevant, then the earlier segment.
+    kept = [s for s in segments if s.tokens > 0 and s.index < len(frames)]
+    ranked = sorted(kept, key=lambda s: (-s.tokens, -(s.relevance or 0.0), s.index))[:count]
+    return [(frames[s.index], f"{span(s.start, s.end)} · {s.tokens} tokens")
+            for s in sorted(ranked, key=lambda s: s.index)]
+
+
+def export(result: Finished, directory: str | Path, stem: str = "tempo-segments") -> tuple[Path, Path]:
+    """Write the run as JSON (everything the API returns) and the per-segment table as CSV."""
+    directory = Path(directory)
+    json_path, csv_path = directory / f"{stem}.json", directory / f"{stem}.csv"
+    json_path.write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False), encoding="utf-8")
+    with csv_path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=SEGMENT_FIELDS)
+        writer.writeheader()
+        writer.writerows({k: v for k, v in asdict(s).items() if k in SEGMENT_FIELDS} for s in result.segments)
+    return json_path, csv_path
