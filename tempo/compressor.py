@@ -71,7 +71,6 @@ class LocalCompressor(nn.Module):
     def num_memory_tokens(self) -> int:
         return self.compression_tokens.shape[1]
 
-    @torch.no_grad()
     def encode_vision(self, pixel_values: torch.Tensor, grids: list[tuple[int, int, int]]) -> list[VisionFeatures]:
         """Run the vision tower over several segments' patch rows at once and split the result per segment."""
         param = self.compression_tokens
@@ -82,35 +81,37 @@ class LocalCompressor(nn.Module):
         deepstack = [feature.split(sizes) for feature in output.deepstack_features]
         return [VisionFeatures(embeds[i], [layer[i] for layer in deepstack], grids[i]) for i in range(len(grids))]
 
-    @torch.no_grad()
-    def forward(self, prompts: list[list[int]], vision: list[VisionFeatures]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Compress a micro-batch of segments: memories [B, k_max, d_s] and relevance [B] (float32).
+    def hidden_states(self, prompts: list[list[int]], vision: list[VisionFeatures],
+                      appended: torch.Tensor | None = None) -> tuple[torch.Tensor, list[int]]:
+        """Final hidden states [B, width, d_s] of right-padded prompts, each followed by the `appended` [n, d_s]
+        embeddings (the memory tokens) right after its own last token; also returns the prompt lengths.
 
-        Prompts are right-padded; each segment's memory tokens sit right after its own prompt, so padding
-        (at the end, masked) never reaches them under causal attention.
+        Padding sits at the end and is masked, so under causal attention it never reaches a real position.
         """
         param = self.compression_tokens
-        device, k = param.device, self.num_memory_tokens
+        device, extra = param.device, 0 if appended is None else appended.shape[0]
         lengths = [len(p) for p in prompts]
-        width = max(lengths) + k
+        width = max(lengths) + extra
         ids = torch.zeros(len(prompts), width, dtype=torch.long)
         mask = torch.zeros(len(prompts), width, dtype=torch.long)
         positions = torch.zeros(3, len(prompts), width, dtype=torch.long)
         for b, (prompt, features) in enumerate(zip(prompts, vision)):
             ids[b, :len(prompt)] = torch.tensor(prompt)
-            mask[b, :len(prompt) + k] = 1
+            mask[b, :len(prompt) + extra] = 1
             group_hw = (features.grid[1] // self.merge_size, features.grid[2] // self.merge_size)
-            positions[:, b, :len(prompt) + k] = rope_positions(prompt, self.video_token_id, group_hw, len(prompt) + k)
+            positions[:, b, :len(prompt) + extra] = rope_positions(prompt, self.video_token_id, group_hw,
+                                                                   len(prompt) + extra)
         ids, mask, positions = ids.to(device), mask.to(device), positions.to(device)
 
         language_model = self.vlm.language_model
         embeds = language_model.embed_tokens(ids)
         video_mask = ids == self.video_token_id
         embeds[video_mask] = torch.cat([f.embeds for f in vision]).to(embeds.dtype)
-        for b, length in enumerate(lengths):
-            embeds[b, length:length + k] = param[0].to(embeds.dtype)
-        deepstack = [torch.cat([f.deepstack[layer] for f in vision]) for layer in range(len(vision[0].deepstack))]
-
+        if appended is not None:
+            for b, length in enumerate(lengths):
+                embeds[b, length:length + extra] = appended.to(embeds.dtype)
+        deepstack = [torch.cat([f.deepstack[layer] for f in vision]).to(embeds.dtype)
+                     for layer in range(len(vision[0].deepstack))]
         hidden = language_model(
             inputs_embeds=embeds,
             attention_mask=mask if min(lengths) != max(lengths) else None,
@@ -119,8 +120,13 @@ class LocalCompressor(nn.Module):
             deepstack_visual_embeds=deepstack,
             use_cache=False,
         ).last_hidden_state
+        return hidden, lengths
 
+    def forward(self, prompts: list[list[int]], vision: list[VisionFeatures]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Compress a micro-batch of segments: memories [B, k_max, d_s] and relevance [B] (float32)."""
+        k = self.num_memory_tokens
+        hidden, lengths = self.hidden_states(prompts, vision, self.compression_tokens[0])
         memories = torch.stack([hidden[b, length:length + k] for b, length in enumerate(lengths)])
         before_memory = torch.stack([hidden[b, length - 1] for b, length in enumerate(lengths)]).float()
-        relevance = torch.sigmoid(before_memory @ self.relevance_direction.to(device))
+        relevance = torch.sigmoid(before_memory @ self.relevance_direction.to(before_memory.device))
         return memories, relevance

@@ -211,10 +211,11 @@ def check_case(directory: str, name: str, model: TempoModel, report: Report) -> 
     report.exact(name, "timestamp_lengths", [len(tag) for tag in tags], tensors["timestamp_lengths"])
     before, after = decoder_prompt_ids(model.tokenizer, query)
     report.exact(name, "decoder_input_ids", before + [IMAGE_TOKEN_INDEX] + after, tensors["decoder_input_ids"][0])
-    embeds, _ = decoder_embeddings(model, memories, tokens, "head", query, real_fps, segment_frames,
-                                   case["tokenizer_model_max_length"])
+    with torch.inference_mode():
+        embeds, _ = decoder_embeddings(model, memories, tokens, "head", query, real_fps, segment_frames,
+                                       case["tokenizer_model_max_length"])
+        logits, _ = model.decoder.prefill(embeds)
     report.close(name, "decoder_inputs_embeds", embeds, tensors["decoder_inputs_embeds"][0], TENSOR_ATOL)
-    logits, _ = model.decoder.prefill(embeds)
     report.close(name, "first_step_logits", logits, tensors["first_step_logits"], TENSOR_ATOL)
     generated = list(model.decoder.generate(embeds, case["max_new_tokens"], set(model.spec.stop_ids), Sampler()))
     report.exact(name, "generated_ids", generated, case["generated_token_ids"])

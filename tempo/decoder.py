@@ -63,7 +63,6 @@ class GlobalDecoder(nn.Module):
         weight = self.lm.get_input_embeddings().weight
         return self.lm.get_input_embeddings()(torch.tensor(ids, dtype=torch.long, device=weight.device))
 
-    @torch.no_grad()
     def visual_sequence(self, memories: list[torch.Tensor], time_tags: list[list[int]]) -> torch.Tensor:
         """Per segment `embed(<t seconds>)` then its projected memory tokens; empty segments are dropped."""
         parts = []
@@ -80,20 +79,18 @@ class GlobalDecoder(nn.Module):
     def mm_projector_dtype(self) -> torch.dtype:
         return next(self.mm_projector.parameters()).dtype
 
-    @torch.no_grad()
     def prompt_embeddings(self, before: list[int], visual: torch.Tensor, after: list[int]) -> torch.Tensor:
         """[S, d] input embeddings: the ChatML text around the visual sequence."""
         before_embeds, after_embeds = self.embed(before), self.embed(after)
         return torch.cat([before_embeds, visual.to(before_embeds.dtype), after_embeds])
 
-    @torch.no_grad()
     def prefill(self, embeds: torch.Tensor) -> tuple[torch.Tensor, DynamicCache]:
         """Run the whole prompt once; return the next-token logits and the KV cache."""
         cache = DynamicCache(config=self.lm.config)
         output = self.lm(inputs_embeds=embeds[None], past_key_values=cache, use_cache=True, logits_to_keep=1)
         return output.logits[0, -1], output.past_key_values
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def generate(self, embeds: torch.Tensor, max_new_tokens: int, stop_ids: set[int],
                  sampler: Sampler) -> Iterator[int]:
         """Yield new token ids one by one; the stop token, if reached, is yielded last."""

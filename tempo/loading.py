@@ -60,8 +60,9 @@ class TempoModel(torch.nn.Module):
     """A loaded Tempo: compressor, decoder, both tokenizers and the patch geometry."""
 
     def __init__(self, compressor: LocalCompressor, decoder: GlobalDecoder, tokenizer: TextTokenizer,
-                 compressor_tokenizer: TextTokenizer, geometry: PatchGeometry, spec: CheckpointSpec):
+                 compressor_tokenizer: TextTokenizer, geometry: PatchGeometry, spec: CheckpointSpec, config: dict):
         super().__init__()
+        self.config = config  # the checkpoint's config.json, written back by save_pretrained
         self.compressor = compressor
         self.decoder = decoder
         self.tokenizer = tokenizer
@@ -305,29 +306,22 @@ def _default_dtype(dtype: torch.dtype):
         torch.set_default_dtype(previous)
 
 
-def from_pretrained(name_or_path: str | os.PathLike | None = None, *, base: str | os.PathLike | None = None,
-                    device: str | torch.device | None = None, dtype: str | torch.dtype | None = None) -> TempoModel:
-    """Load a Tempo checkpoint (directory or hub id; the embedded Tempo-Tiny when None).
-
-    `base` overrides the base Qwen3-VL location; `device` defaults to CUDA when available; `dtype` to bf16
-    on CUDA and fp32 on CPU.
-    """
-    checkpoint_dir = resolve_checkpoint(name_or_path)
+def checkpoint_config(checkpoint_dir: str) -> dict:
+    """The checkpoint's config.json, checked for the keys inference cannot do without."""
     config = _read_json(os.path.join(checkpoint_dir, "config.json"))
     if config.get("model_type") != "tempo_qwen":
         raise ModelError(f"{checkpoint_dir} is not a Tempo checkpoint (model_type {config.get('model_type')!r}).")
     if "num_compression_tokens" not in config:
         raise ModelError("The checkpoint config lacks num_compression_tokens.")
+    return config
 
-    base_dir = resolve_base(config, checkpoint_dir, base)
-    named_base = os.fspath(base) if base is not None else config["mm_vision_tower_aux_list"][0]
-    base_repo = named_base if _is_hub_id(named_base) else None
 
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype or (torch.bfloat16 if device.type == "cuda"
-                                                                     else torch.float32)
+def build_model(checkpoint_dir: str, base_dir: str, name: str, device: torch.device, dtype: torch.dtype,
+                initialize: bool = False) -> TempoModel:
+    """Modules, tokenizers and geometry for the configs in `checkpoint_dir` and `base_dir`; weights are left
+    uninitialised for loading, or freshly initialised (`initialize`) for training."""
+    config = checkpoint_config(checkpoint_dir)
     attention = _attention_implementation(device)
-
     base_config = Qwen3VLConfig.from_pretrained(base_dir)
     base_config._attn_implementation = attention
     decoder_keys = {k: v for k, v in config.items() if k not in ("architectures", "model_type", "rope_scaling")}
@@ -341,7 +335,8 @@ def from_pretrained(name_or_path: str | os.PathLike | None = None, *, base: str 
     tokenizer = TextTokenizer(checkpoint_dir)
     compressor_tokenizer = TextTokenizer(base_dir)
 
-    with no_init_weights(), torch.device(device), _default_dtype(dtype):
+    init = contextlib.nullcontext() if initialize else no_init_weights()
+    with init, torch.device(device), _default_dtype(dtype):
         compressor = LocalCompressor(base_config, int(config["num_compression_tokens"]))
         decoder = GlobalDecoder(decoder_config, base_config.text_config.hidden_size,
                                 config.get("mm_projector_type", "linear"))
@@ -354,7 +349,7 @@ def from_pretrained(name_or_path: str | os.PathLike | None = None, *, base: str 
     stop_ids = {tokenizer.token_id("<|im_end|>")} | set(eos if isinstance(eos, list) else [eos] if eos is not None
                                                          else [])
     spec = CheckpointSpec(
-        name=os.fspath(name_or_path) if name_or_path else "Tempo-Tiny (embedded)",
+        name=name,
         num_memory_tokens=int(config["num_compression_tokens"]),
         visual_token_budget=int(config.get("visual_token_budget", 8192)),
         context_length=int(config.get("tokenizer_model_max_length", 16384)),
@@ -364,12 +359,55 @@ def from_pretrained(name_or_path: str | os.PathLike | None = None, *, base: str 
         top_k=int(generation.get("top_k", 0) or 0),
         top_p=float(generation.get("top_p", 1.0) or 1.0),
     )
-    model = TempoModel(compressor, decoder, tokenizer, compressor_tokenizer, geometry, spec)
+    return TempoModel(compressor, decoder, tokenizer, compressor_tokenizer, geometry, spec, config)
+
+
+def from_pretrained(name_or_path: str | os.PathLike | None = None, *, base: str | os.PathLike | None = None,
+                    device: str | torch.device | None = None, dtype: str | torch.dtype | None = None) -> TempoModel:
+    """Load a Tempo checkpoint (directory or hub id; the embedded Tempo-Tiny when None).
+
+    `base` overrides the base Qwen3-VL location; `device` defaults to CUDA when available; `dtype` to bf16
+    on CUDA and fp32 on CPU.
+    """
+    checkpoint_dir = resolve_checkpoint(name_or_path)
+    config = checkpoint_config(checkpoint_dir)
+    base_dir = resolve_base(config, checkpoint_dir, base)
+    named_base = os.fspath(base) if base is not None else (config.get("mm_vision_tower_aux_list") or [""])[0]
+    base_repo = named_base if _is_hub_id(named_base) else None
+
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype or (torch.bfloat16 if device.type == "cuda"
+                                                                     else torch.float32)
+    name = os.fspath(name_or_path) if name_or_path else "Tempo-Tiny (embedded)"
+    model = build_model(checkpoint_dir, base_dir, name, device, dtype)
     _load_weights(model, _weight_files(checkpoint_dir))
 
-    yes_id, no_id = compressor_tokenizer.token_id("Yes"), compressor_tokenizer.token_id("No")
+    tokenizer = model.compressor_tokenizer
     from_hub = not os.path.isdir(os.path.expanduser(os.fspath(name_or_path or DEFAULT_MODEL)))
-    direction = cached_relevance_direction(checkpoint_dir, from_hub, base_dir, base_repo, base_config, yes_id, no_id)
-    compressor.relevance_direction = direction.to(device=device, dtype=torch.float32)
-    log.info("loaded %s on %s (%s, %s attention)", spec.name, device, dtype, attention)
+    direction = cached_relevance_direction(checkpoint_dir, from_hub, base_dir, base_repo,
+                                           Qwen3VLConfig.from_pretrained(base_dir), tokenizer.token_id("Yes"),
+                                           tokenizer.token_id("No"))
+    model.compressor.relevance_direction = direction.to(device=device, dtype=torch.float32)
+    log.info("loaded %s on %s (%s)", name, device, dtype)
     return model.eval()
+
+
+def checkpoint_key(name: str) -> str:
+    """Our module path -> released checkpoint key (the inverse of `_parameter_name`)."""
+    tower = "model.vision_tower_aux_list.0."
+    if name.startswith("compressor.vlm."):
+        return tower + "vlm.model." + name[len("compressor.vlm."):]
+    if name == "compressor.compression_tokens":
+        return tower + "compression_tokens"
+    if name.startswith("decoder.mm_projector."):
+        return "model.mm_projector." + name[len("decoder.mm_projector."):]
+    return name[len("decoder.lm."):]
+
+
+def save_pretrained(model: TempoModel, directory: str | os.PathLike) -> None:
+    """Write the weights and config in the released checkpoint format (tokenizer files are the caller's)."""
+    os.makedirs(directory, exist_ok=True)
+    tensors = {checkpoint_key(name): p.detach().to("cpu").contiguous() for name, p in model.named_parameters()}
+    save_file(tensors, os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(directory, "config.json"), "w", encoding="utf-8") as f:
+        json.dump(model.config, f, indent=2)

@@ -104,10 +104,10 @@ def compress_segments(model: TempoModel, segments: Iterable[PreparedSegment], qu
     batch: list[PreparedSegment] = []
 
     def flush() -> Iterator[tuple[PreparedSegment, torch.Tensor, float]]:
-        with timer.stage("vision"):
+        with timer.stage("vision"), torch.inference_mode():
             pixel_values = normalize(torch.cat([s.pixel_rows for s in batch]), geometry)
             vision = model.compressor.encode_vision(pixel_values, [s.grid for s in batch])
-        with timer.stage("compress"):
+        with timer.stage("compress"), torch.inference_mode():
             prompts = []
             for segment, features in zip(batch, vision):
                 times = frame_group_times(segment.first_frame, segment.grid[0] * geometry.temporal_patch_size,
@@ -199,7 +199,7 @@ def respond(model: TempoModel, compressed: CompressedVideo, config: RunConfig,
     `AnswerToken`s, then `Finished`."""
     allocation, generation = config.allocation, config.generation
     k_max = model.spec.num_memory_tokens
-    with timer.stage("allocate"):
+    with timer.stage("allocate"), torch.inference_mode():
         tokens = allocate(compressed.relevance, allocation.budget, allocation.k_min, k_max, allocation.strategy,
                           allocation.seed)
         context_length = config.context_length or model.spec.context_length

@@ -1,5 +1,6 @@
 import http.server
 import json
+import shutil
 import threading
 from functools import partial
 
@@ -111,3 +112,20 @@ def test_truncated_weights_are_reported(fixture_copy):
 def test_decoder_head_is_tied_as_configured(fixture_model):
     lm = fixture_model.decoder.lm
     assert lm.lm_head.weight.data_ptr() == lm.model.embed_tokens.weight.data_ptr()
+
+
+def test_save_pretrained_round_trips_the_released_format(fixture_model, fixtures, tmp_path):
+    from safetensors import safe_open
+
+    target = tmp_path / "copy"
+    loading.save_pretrained(fixture_model, target)
+    for name in ("tokenizer.json", "generation_config.json"):
+        shutil.copy(fixtures / "tempo" / name, target / name)
+    with safe_open(fixtures / "tempo" / "model.safetensors", "pt") as original, \
+            safe_open(target / "model.safetensors", "pt") as saved:
+        assert set(saved.keys()) == set(original.keys())
+        for key in original.keys():
+            assert torch.equal(saved.get_tensor(key), original.get_tensor(key)), key
+    reloaded = tempo.from_pretrained(target, base=fixtures / BASE, device="cpu")
+    assert json.loads((target / "config.json").read_text()) == json.loads((fixtures / "tempo" / "config.json").read_text())
+    assert reloaded.spec == fixture_model.spec.__class__(**{**fixture_model.spec.__dict__, "name": str(target)})
