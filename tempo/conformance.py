@@ -30,7 +30,7 @@ from .errors import InputError
 from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed
 from .loading import TempoModel, from_pretrained
 from .patches import normalize
-from .pipeline import StageTimer, compress_segments, decoder_embeddings, prepare_segments, run
+from .pipeline import StageTimer, compress_batch, decoder_embeddings, encode_segments, prepare_segments, run
 from .prompts import compressor_prompt_ids, decoder_prompt_ids, frame_group_times, segment_time_tag
 from .video import open_video, sample_frame_indices, sampled_fps, segment_ranges
 
@@ -187,9 +187,11 @@ def check_case(directory: str, name: str, model: TempoModel, report: Report) -> 
     report.exact(name, "svlm_input_ids", [p + [pad_id] * (width - len(p)) for p in prompts], tensors["svlm_input_ids"])
     report.exact(name, "svlm_attention_mask", [[1] * len(p) + [0] * (width - len(p)) for p in prompts],
                  tensors["svlm_attention_mask"])
-    compressed = list(compress_segments(model, segments, query, real_fps, micro_batch=4, timer=timer))
-    memories = [memory for _, memory, _ in compressed]
-    relevance = [score for _, _, score in compressed]
+    memories, relevance = [], []
+    for batch in encode_segments(model, segments, 4, timer):
+        batch_memories, batch_relevance = compress_batch(model, batch, query, real_fps, timer)
+        memories += list(batch_memories)
+        relevance += batch_relevance
     report.close(name, "compressed_features", torch.stack(memories), tensors["compressed_features"], TENSOR_ATOL)
     k_max = model.spec.num_memory_tokens
     if case["dynamic_compress"]:

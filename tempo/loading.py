@@ -22,6 +22,7 @@ from safetensors.torch import save_file
 from transformers import Qwen3Config, Qwen3VLConfig
 from transformers.initialization import no_init_weights
 
+from .cache import VideoCache
 from .compressor import LocalCompressor
 from .decoder import GlobalDecoder
 from .errors import ModelError
@@ -63,6 +64,7 @@ class TempoModel(torch.nn.Module):
                  compressor_tokenizer: TextTokenizer, geometry: PatchGeometry, spec: CheckpointSpec, config: dict):
         super().__init__()
         self.config = config  # the checkpoint's config.json, written back by save_pretrained
+        self.video_cache = VideoCache()
         self.compressor = compressor
         self.decoder = decoder
         self.tokenizer = tokenizer
@@ -218,9 +220,16 @@ def relevance_direction(base_dir: str, base_repo: str | None, base_config: Qwen3
     raise ModelError(f"No LM head or embedding table found in the base weights of {base_repo or base_dir}.")
 
 
-def _fingerprint(base_dir: str) -> str:
+def relevance_metadata(base_dir: str, yes_id: int, no_id: int) -> dict[str, str]:
+    """Identifies the base a cached direction came from (its config) and the two token ids it used."""
     with open(os.path.join(base_dir, "config.json"), "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()[:16]
+        fingerprint = hashlib.sha256(f.read()).hexdigest()[:16]
+    return {"base": fingerprint, "yes_id": str(yes_id), "no_id": str(no_id)}
+
+
+def save_relevance_direction(path: str, direction: torch.Tensor, metadata: dict[str, str]) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    save_file({"direction": direction.float().contiguous()}, path, metadata=metadata)
 
 
 def cached_relevance_direction(checkpoint_dir: str, from_hub: bool, base_dir: str, base_repo: str | None,
@@ -230,7 +239,7 @@ def cached_relevance_direction(checkpoint_dir: str, from_hub: bool, base_dir: st
     A hub snapshot gets the file beside it; a local checkpoint directory is never written to (it may be
     shared or read-only), so its direction is cached under $TEMPO_CACHE (default ~/.cache/tempo) instead.
     """
-    metadata = {"base": _fingerprint(base_dir), "yes_id": str(yes_id), "no_id": str(no_id)}
+    metadata = relevance_metadata(base_dir, yes_id, no_id)
     key = hashlib.sha256(os.path.abspath(checkpoint_dir).encode()).hexdigest()[:16]
     beside = os.path.join(checkpoint_dir, RELEVANCE_FILE)
     cached = os.path.join(os.environ.get("TEMPO_CACHE", os.path.expanduser("~/.cache/tempo")), key, RELEVANCE_FILE)
@@ -242,8 +251,7 @@ def cached_relevance_direction(checkpoint_dir: str, from_hub: bool, base_dir: st
     direction = relevance_direction(base_dir, base_repo, base_config, yes_id, no_id)
     target = beside if from_hub else cached
     try:
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        save_file({"direction": direction.contiguous()}, target, metadata=metadata)
+        save_relevance_direction(target, direction, metadata)
         log.info("cached relevance direction at %s", target)
     except OSError as exc:
         log.warning("could not cache the relevance direction at %s (%s)", target, exc)

@@ -14,6 +14,7 @@ import torch
 from PIL import Image
 
 from .allocation import allocate, reduce_memory
+from .cache import EncodedSegment, VideoCache, VideoEntry
 from .config import RunConfig, SamplingConfig
 from .decoder import Sampler
 from .errors import InputError, TempoError
@@ -97,34 +98,41 @@ def prepare_segments(reader: FrameReader, frame_indices: list[int], sampling: Sa
         yield PreparedSegment(index, window.start, len(window), rows, grid, thumbnail)
 
 
-def compress_segments(model: TempoModel, segments: Iterable[PreparedSegment], question: str, real_fps: float,
-                      micro_batch: int, timer: StageTimer) -> Iterator[tuple[PreparedSegment, torch.Tensor, float]]:
-    """Run the compressor over micro-batches, yielding (segment, memory [k_max, d_s], relevance) as each ends."""
+def encode_segments(model: TempoModel, segments: Iterable[PreparedSegment], micro_batch: int,
+                    timer: StageTimer) -> Iterator[list[EncodedSegment]]:
+    """The vision tower over micro-batches of segments (the question-independent half of compression)."""
     geometry = model.geometry
-    batch: list[PreparedSegment] = []
 
-    def flush() -> Iterator[tuple[PreparedSegment, torch.Tensor, float]]:
+    def encode(batch: list[PreparedSegment]) -> list[EncodedSegment]:
         with timer.stage("vision"), torch.inference_mode():
             pixel_values = normalize(torch.cat([s.pixel_rows for s in batch]), geometry)
             vision = model.compressor.encode_vision(pixel_values, [s.grid for s in batch])
-        with timer.stage("compress"), torch.inference_mode():
-            prompts = []
-            for segment, features in zip(batch, vision):
-                times = frame_group_times(segment.first_frame, segment.grid[0] * geometry.temporal_patch_size,
-                                          real_fps, geometry.merge_size)
-                per_group = segment.grid[1] * segment.grid[2] // geometry.merge_size**2
-                prompts.append(compressor_prompt_ids(model.compressor_tokenizer, question, times, per_group))
-            memories, relevance = model.compressor(prompts, vision)
-        for segment, memory, score in zip(batch, memories, relevance.tolist()):
-            yield segment, memory, score
+        return [EncodedSegment(s.index, s.first_frame, s.num_frames, s.thumbnail, v) for s, v in zip(batch, vision)]
 
+    batch: list[PreparedSegment] = []
     for segment in segments:
         batch.append(segment)
         if len(batch) == micro_batch:
-            yield from flush()
+            yield encode(batch)
             batch = []
     if batch:
-        yield from flush()
+        yield encode(batch)
+
+
+def compress_batch(model: TempoModel, batch: list[EncodedSegment], question: str, real_fps: float,
+                   timer: StageTimer) -> tuple[torch.Tensor, list[float]]:
+    """The question-dependent half: memories [B, k_max, d_s] and relevance for a micro-batch of segments."""
+    geometry = model.geometry
+    with timer.stage("compress"), torch.inference_mode():
+        prompts = []
+        for segment in batch:
+            grid = segment.vision.grid
+            times = frame_group_times(segment.first_frame, grid[0] * geometry.temporal_patch_size, real_fps,
+                                      geometry.merge_size)
+            per_group = grid[1] * grid[2] // geometry.merge_size**2
+            prompts.append(compressor_prompt_ids(model.compressor_tokenizer, question, times, per_group))
+        memories, relevance = model.compressor(prompts, [s.vision for s in batch])
+    return memories, relevance.tolist()
 
 
 def decoder_embeddings(model: TempoModel, memories: list[torch.Tensor], tokens: list[int], truncation: str,
@@ -160,37 +168,65 @@ class CompressedVideo:
 
 def compress(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig,
              timer: StageTimer) -> Generator[Event, None, CompressedVideo]:
-    """Probe and compress segment by segment, yielding `VideoProbed` then one `SegmentCompressed` each."""
+    """Probe and compress segment by segment, yielding `VideoProbed` then one `SegmentCompressed` each.
+
+    The question-independent work (decoding, pixels, vision tower) is kept in `model.video_cache`, so another
+    question about the same file only reruns the compressor's language model.
+    """
     sampling = config.sampling
-    with timer.stage("open"):
-        reader = open_video(video)
+    reader = None
     try:
-        info = reader.info
-        if info.duration > config.limits.max_duration_s:
-            raise InputError(f"The video lasts {info.duration / 3600:.1f} h; this server accepts up to "
+        with timer.stage("open"):
+            key = VideoCache.key(video, sampling) if os.path.isfile(video) else None
+            cached = model.video_cache.get(key) if key else None
+            if cached is None:
+                reader = open_video(video)
+                probed = probe(reader, sampling)
+            else:
+                probed = cached.probed
+        if probed.duration > config.limits.max_duration_s:
+            raise InputError(f"The video lasts {probed.duration / 3600:.1f} h; this server accepts up to "
                              f"{config.limits.max_duration_s / 3600:.1f} h.")
-        frame_indices = sample_frame_indices(info.total_frames, info.native_fps, sampling.fps,
-                                             sampling.min_frames, sampling.max_frames)
-        real_fps = sampled_fps(len(frame_indices), info)
-        num_segments = len(segment_ranges(len(frame_indices), sampling.segment_frames))
-        probed = VideoProbed(info.path, info.duration, info.native_fps, info.total_frames, info.width, info.height,
-                             len(frame_indices), real_fps, num_segments, info.backend)
         yield probed
-        check_budget(num_segments, config)
+        check_budget(probed.num_segments, config)
+
+        if cached is None:
+            frame_indices = sample_frame_indices(reader.info.total_frames, reader.info.native_fps, sampling.fps,
+                                                 sampling.min_frames, sampling.max_frames)
+            segments = prepare_segments(reader, frame_indices, sampling, model.geometry, timer)
+            batches = encode_segments(model, segments, config.micro_batch, timer)
+        else:
+            batches = (cached.segments[i:i + config.micro_batch]
+                       for i in range(0, len(cached.segments), config.micro_batch))
 
         compressed = CompressedVideo(probed, question, [], [], [])
-        segments = prepare_segments(reader, frame_indices, sampling, model.geometry, timer)
-        for segment, memory, score in compress_segments(model, segments, question, real_fps, config.micro_batch,
-                                                        timer):
-            start = segment.first_frame / real_fps
-            end = min((segment.first_frame + segment.num_frames) / real_fps, info.duration)
-            compressed.memories.append(memory)
-            compressed.relevance.append(score)
-            compressed.spans.append((start, end))
-            yield SegmentCompressed(segment.index, num_segments, start, end, score, segment.thumbnail)
+        encoded: list[EncodedSegment] = []
+        for batch in batches:
+            memories, relevance = compress_batch(model, batch, question, probed.real_fps, timer)
+            for segment, memory, score in zip(batch, memories, relevance):
+                start = segment.first_frame / probed.real_fps
+                end = min((segment.first_frame + segment.num_frames) / probed.real_fps, probed.duration)
+                compressed.memories.append(memory)
+                compressed.relevance.append(score)
+                compressed.spans.append((start, end))
+                yield SegmentCompressed(segment.index, probed.num_segments, start, end, score, segment.thumbnail)
+            encoded += batch
     finally:
-        reader.close()
+        if reader is not None:
+            reader.close()
+    if cached is None and key is not None:
+        model.video_cache.put(key, VideoEntry(probed, encoded))
     return compressed
+
+
+def probe(reader: FrameReader, sampling: SamplingConfig) -> VideoProbed:
+    """What the sampling plan will be for this video."""
+    info = reader.info
+    frame_indices = sample_frame_indices(info.total_frames, info.native_fps, sampling.fps, sampling.min_frames,
+                                         sampling.max_frames)
+    num_segments = len(segment_ranges(len(frame_indices), sampling.segment_frames))
+    return VideoProbed(info.path, info.duration, info.native_fps, info.total_frames, info.width, info.height,
+                       len(frame_indices), sampled_fps(len(frame_indices), info), num_segments, info.backend)
 
 
 def respond(model: TempoModel, compressed: CompressedVideo, config: RunConfig,

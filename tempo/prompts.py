@@ -29,14 +29,15 @@ def frame_group_times(first_frame: int, num_frames: int, real_fps: float, group:
 
 
 def compressor_prompt_ids(tokenizer: TextTokenizer, question: str, group_times: list[float],
-                          tokens_per_group: int) -> list[int]:
+                          tokens_per_group: int, system: str = ROUTING_SYSTEM_PROMPT) -> list[int]:
     """The SVLM input for one segment, ending right before where the memory tokens are appended.
 
     This is what Qwen3-VL's chat template renders for [system, user(video, text)] with a generation
     prompt, after the processor expands the video into `<t seconds>` + one placeholder block per group.
+    (`system` is the routing prompt at inference; base pre-training also asks other things.)
     """
     video = "".join(f"<{t:.1f} seconds>{VISION_START}{VIDEO_PAD * tokens_per_group}{VISION_END}" for t in group_times)
-    head = f"<|im_start|>system\n{ROUTING_SYSTEM_PROMPT}<|im_end|>\n<|im_start|>user\n{video}"
+    head = f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{video}"
     return tokenizer.markup(head) + tokenizer.text("\nQuery:\n" + question) + tokenizer.markup(
         "<|im_end|>\n<|im_start|>assistant\n")
 

@@ -61,3 +61,40 @@ def test_sampled_answers_are_reproducible_with_a_seed(fixture_model, fixtures):
     greedy = tempo.answer(fixture_model, fixtures / "videos" / "bikes.mp4", "What happens?", config())
     assert first.token_ids == second.token_ids
     assert first.token_ids != greedy.token_ids[:len(first.token_ids)]
+
+
+def test_follow_up_questions_reuse_the_video_and_match_an_uncached_run(fixture_model, fixtures, tmp_path):
+    import shutil
+
+    video = tmp_path / "bikes.mp4"
+    shutil.copy(fixtures / "videos" / "bikes.mp4", video)
+    fixture_model.video_cache.clear()
+    first = tempo.answer(fixture_model, video, "How many bikes?", config())
+    follow_up = tempo.answer(fixture_model, video, "What colour is the first bike?", config())
+    assert "decode" in first.timings and "vision" in first.timings
+    assert "decode" not in follow_up.timings and "vision" not in follow_up.timings
+    fixture_model.video_cache.clear()
+    uncached = tempo.answer(fixture_model, video, "What colour is the first bike?", config())
+    assert follow_up.token_ids == uncached.token_ids
+    assert [(s.relevance, s.tokens) for s in follow_up.segments] == [(s.relevance, s.tokens) for s in uncached.segments]
+    # a changed file is a different video
+    video.write_bytes((fixtures / "videos" / "bikes.mp4").read_bytes() + b"\0")
+    again = tempo.answer(fixture_model, video, "How many bikes?", config())
+    assert "vision" in again.timings
+
+
+def test_cache_is_bounded_and_least_recently_used_goes_first():
+    from tempo.cache import VideoCache
+
+    class Entry:
+        def __init__(self, nbytes):
+            self.nbytes = nbytes
+
+    cache = VideoCache(max_bytes=100)
+    cache.put("a", Entry(40))
+    cache.put("b", Entry(40))
+    assert cache.get("a") is not None  # a is now the most recently used
+    cache.put("c", Entry(40))
+    assert cache.get("b") is None and cache.get("a") is not None and cache.get("c") is not None
+    cache.put("huge", Entry(1000))
+    assert cache.get("huge") is None and len(cache) == 2

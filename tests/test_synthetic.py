@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tempo.synthetic.world import event_seconds
 from tempo.synthetic import (COLOURS, Question, generate_video, is_correct, make_questions, occurrences,
                              segment_relevance, sprite, write_mp4)
 from tempo.synthetic.__main__ import main
@@ -52,11 +53,14 @@ def test_generator_constraints(seed, duration):
     dominant = regular.count(video.dominant_kind)
     assert dominant >= 0.6 * len(regular)
 
-    # Events: 2..6 s, 64..96 px, inside the frame and the video, never closer than 10 s.
+    # Events: 2..6 s (stretched in long videos), 64..96 px, inside the frame and the video, >= 10 s apart.
     events = video.events
     assert all(a.start < b.start for a, b in zip(events, events[1:]))
     for event in events:
-        assert 2 - 1e-9 <= event.end - event.start <= 6 + 1e-9
+        shortest, longest = event_seconds(video.duration)
+        assert 2 - 1e-9 <= event.end - event.start <= longest + 1e-9
+        if video.duration >= 600:  # room to spare: never squeezed below the stretched minimum
+            assert event.end - event.start >= shortest - 1e-9
         assert 64 <= event.size <= 96
         assert event.size / 2 <= event.x <= video.width - event.size / 2
         assert event.size / 2 <= event.y <= video.height - event.size / 2

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from functools import cache, cached_property
 from typing import Sequence
 
-import imageio_ffmpeg
 import numpy as np
 
 log = logging.getLogger(__name__)
@@ -39,6 +38,7 @@ DOMINANT_SHARE = 0.6  # minimum fraction of regular shapes (counted per scene) o
 EVENT_PAIRS = (2, 5)
 EVENT_REPEATS = (2, 4)
 EVENT_SECONDS = (2.0, 6.0)
+SPARSEST_SAMPLING = 1024  # frames a model samples from a video at most: long videos stretch their events
 EVENT_SIZE = (64, 96)
 EVENT_GAP = 10.0  # seconds between the end of one event and the start of the next
 EVENT_MARGIN = 1.0  # seconds kept free at both ends so every event is fully inside the video
@@ -181,6 +181,12 @@ def _polygon_mask(vertices: list[tuple[float, float]], u: np.ndarray, v: np.ndar
     return inside
 
 
+def event_seconds(duration: float) -> tuple[float, float]:
+    """Range of event lengths: 2-6 s, stretched in long videos so an event spans >= 2 of 1024 sampled frames."""
+    shortest = max(EVENT_SECONDS[0], 2 * duration / SPARSEST_SAMPLING)
+    return shortest, max(EVENT_SECONDS[1], 3 * shortest)
+
+
 def generate_video(seed: int, duration: float | None = None, *, min_duration: float = 60.0,
                    max_duration: float = 3600.0, width: int = 512, height: int = 256) -> SyntheticVideo:
     """A random video; `duration` (seconds) is drawn log-uniformly in [min_duration, max_duration] when None."""
@@ -275,7 +281,7 @@ def _events(rng: np.random.Generator, duration: float, width: int, height: int, 
     n = len(labels)
 
     # Durations shrink towards the minimum only when a short video could not hold them otherwise.
-    lengths = rng.uniform(*EVENT_SECONDS, size=n)
+    lengths = rng.uniform(*event_seconds(duration), size=n)
     room = duration - 2 * EVENT_MARGIN - EVENT_GAP * (n - 1)
     if lengths.sum() > room:
         lengths = EVENT_SECONDS[0] + (lengths - EVENT_SECONDS[0]) * (room - n * EVENT_SECONDS[0]) / (
@@ -295,6 +301,8 @@ def _events(rng: np.random.Generator, duration: float, width: int, height: int, 
 
 def write_mp4(video: SyntheticVideo, path: str, fps: float = 4.0) -> str:
     """Encode round(duration * fps) frames at exactly `fps` to an H.264 mp4; returns the path."""
+    import imageio_ffmpeg  # only writing files needs ffmpeg; rendering frames does not
+
     if not fps > 0:
         raise ValueError(f"fps must be positive, got {fps}")
     if video.width % 2 or video.height % 2:

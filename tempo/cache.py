@@ -1,0 +1,78 @@
+"""Per-video cache of the work that does not depend on the question, so follow-up questions skip it."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from .compressor import VisionFeatures
+from .config import SamplingConfig
+from .events import VideoProbed
+
+
+@dataclass
+class EncodedSegment:
+    """One segment after the vision tower: where it sits, what it looks like, and its features."""
+
+    index: int
+    first_frame: int  # position of its first frame among the sampled frames
+    num_frames: int
+    thumbnail: np.ndarray
+    vision: VisionFeatures
+
+    @property
+    def nbytes(self) -> int:
+        tensors = [self.vision.embeds, *self.vision.deepstack]
+        return self.thumbnail.nbytes + sum(t.numel() * t.element_size() for t in tensors)
+
+
+@dataclass
+class VideoEntry:
+    probed: VideoProbed
+    segments: list[EncodedSegment]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(s.nbytes for s in self.segments)
+
+
+class VideoCache:
+    """Least-recently-used entries, keyed by file identity and sampling settings, bounded in bytes."""
+
+    def __init__(self, max_bytes: int = 2 * 1024**3):
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[tuple, VideoEntry] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(path: str | os.PathLike, sampling: SamplingConfig) -> tuple:
+        """A file is the same video while its path, size and modification time are unchanged."""
+        stat = os.stat(path)
+        return os.path.realpath(path), stat.st_size, stat.st_mtime_ns, sampling
+
+    def get(self, key: tuple) -> VideoEntry | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+            return entry
+
+    def put(self, key: tuple, entry: VideoEntry) -> None:
+        if entry.nbytes > self.max_bytes:
+            return
+        with self._lock:
+            self._entries[key] = entry
+            self._entries.move_to_end(key)
+            while sum(e.nbytes for e in self._entries.values()) > self.max_bytes:
+                self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()

@@ -1,0 +1,1 @@
+"""Training Tempo-Tiny, the embedded default model, on the synthetic long-video world."""

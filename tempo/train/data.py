@@ -1,0 +1,157 @@
+"""Training data from the synthetic world, prepared exactly the way inference prepares a video file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import torch
+from PIL import Image
+
+from ..compressor import LocalCompressor, VisionFeatures
+from ..patches import PatchGeometry, even_clip_length, model_frame, normalize, patchify
+from ..prompts import (DECODER_SYSTEM_PROMPT, ROUTING_SYSTEM_PROMPT, compressor_prompt_ids, frame_group_times,
+                       segment_time_tag)
+from ..synthetic import COLOURS, KINDS, Question, SyntheticVideo, make_questions, occurrences
+from ..video import sample_frame_indices, segment_ranges
+
+NATIVE_FPS = 4.0  # the rate the example mp4s are written at: sampling is emulated on it
+SEGMENT_FRAMES = 8
+DESCRIBE = "List the shapes."
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The released 2-fps sampling of a synthetic video, as if read from an mp4 at NATIVE_FPS."""
+
+    times: list[float]  # sampled frame times (seconds)
+    real_fps: float
+    segments: list[range]  # indices into `times`
+
+    def span(self, index: int) -> tuple[float, float]:
+        window = self.segments[index]
+        return window.start / self.real_fps, (window.start + len(window)) / self.real_fps
+
+    def tag(self, index: int) -> str:
+        return segment_time_tag(index, SEGMENT_FRAMES, self.real_fps)
+
+    def frame_times(self, index: int) -> list[float]:
+        return [self.times[i] for i in self.segments[index]]
+
+
+def plan_video(video: SyntheticVideo, max_frames: int) -> Plan:
+    total = round(video.duration * NATIVE_FPS)
+    indices = sample_frame_indices(total, NATIVE_FPS, 2.0, 4, max_frames)
+    return Plan([i / NATIVE_FPS for i in indices], len(indices) / (total / NATIVE_FPS),
+                segment_ranges(len(indices), SEGMENT_FRAMES))
+
+
+def segment_pixels(video: SyntheticVideo, plan: Plan, index: int,
+                   geometry: PatchGeometry) -> tuple[torch.Tensor, tuple[int, int, int]]:
+    """Patch rows of one segment through the inference pixel chain (identity resizes at 512x256)."""
+    frames = video.frames(plan.frame_times(index))
+    clip_frames = even_clip_length(len(frames), geometry)
+    pixels = torch.stack([model_frame(Image.fromarray(f), geometry, clip_frames) for f in frames])
+    return patchify(pixels, geometry)
+
+
+def segment_prompt(tokenizer, plan: Plan, index: int, grid: tuple[int, int, int], geometry: PatchGeometry,
+                   question: str, system: str = ROUTING_SYSTEM_PROMPT) -> list[int]:
+    times = frame_group_times(plan.segments[index].start, grid[0] * geometry.temporal_patch_size, plan.real_fps,
+                              geometry.merge_size)
+    return compressor_prompt_ids(tokenizer, question, times, grid[1] * grid[2] // geometry.merge_size**2, system)
+
+
+def relevant(question: Question, frame_times: list[float]) -> bool:
+    """The relevance label: a global question concerns every segment; others the frames showing their events."""
+    if question.family == "global":
+        return True
+    return any(start <= t < end for t in frame_times for start, end in question.evidence)
+
+
+def describe(video: SyntheticVideo, frame_times: list[float]) -> str:
+    """What is visible in these frames: events first, then the scenes' regular shapes, e.g. "red star, blue circle"."""
+    seen: list[str] = []
+    for t in frame_times:
+        for event in video.events:
+            if event.start <= t < event.end and f"{event.colour} {event.kind}" not in seen:
+                seen.append(f"{event.colour} {event.kind}")
+    for t in frame_times:
+        for scene in video.scenes:
+            if scene.start <= t < scene.end:
+                for shape in scene.shapes:
+                    if f"{shape.colour} {shape.kind}" not in seen:
+                        seen.append(f"{shape.colour} {shape.kind}")
+    return ", ".join(seen) + "."
+
+
+def absent_questions(video: SyntheticVideo, rng: np.random.Generator, count: int) -> list[Question]:
+    """Questions about (colour, kind) pairs that never occur as events: always irrelevant, hard negatives."""
+    present = set(occurrences(video))
+    questions = []
+    while len(questions) < count:
+        colour, kind = str(rng.choice(list(COLOURS))), str(rng.choice(KINDS))
+        if (kind, colour) in present:
+            continue
+        text = (f"When does the {colour} {kind} appear?" if rng.random() < 0.5
+                else f"How many times does the {colour} {kind} appear?")
+        questions.append(Question("grounding", text, "", ()))
+    return questions
+
+
+def training_answer(question: Question, plan: Plan) -> str:
+    """The target text. Grounding answers name the time tag of the segment that shows most of the event,
+    which is what the decoder can read off its input; the other families use the ground truth."""
+    if question.family != "grounding":
+        return question.answer
+    best = max(range(len(plan.segments)),
+               key=lambda i: sum(start <= t < end for t in plan.frame_times(i) for start, end in question.evidence))
+    return f"At {plan.tag(best)[1:-len(' seconds>')]} seconds."
+
+
+def corpus(videos: list[SyntheticVideo], rng: np.random.Generator) -> Iterator[str]:
+    """Text the tokenizer is trained on: prompts, questions, answers, descriptions and time tags."""
+    yield ROUTING_SYSTEM_PROMPT + "\nQuery:\n" + DECODER_SYSTEM_PROMPT + "\nsystem\nuser\nassistant\nYes\nNo"
+    yield "What is happening in the video? Describe the video. Where is it? Who? Why? How long? What color?"
+    for video in videos:
+        plan = plan_video(video, 1024)
+        for question in make_questions(video, rng) + absent_questions(video, rng, 2):
+            yield question.text
+            yield training_answer(question, plan) if question.answer else "No"
+            yield "Yes"
+        for index in range(0, len(plan.segments), 7):
+            yield describe(video, plan.frame_times(index)) + " " + plan.tag(index)
+
+
+@dataclass
+class EncodedVideo:
+    """A synthetic video with its sampling plan, questions and frozen vision-tower features per segment."""
+
+    video: SyntheticVideo
+    plan: Plan
+    questions: list[Question]
+    features: list[VisionFeatures]  # float16 on the CPU
+
+    def vision(self, device: torch.device, dtype: torch.dtype) -> list[VisionFeatures]:
+        return [VisionFeatures(f.embeds.to(device, dtype), [d.to(device, dtype) for d in f.deepstack], f.grid)
+                for f in self.features]
+
+
+def encode_videos(compressor: LocalCompressor, videos: list[SyntheticVideo], max_frames: int,
+                  geometry: PatchGeometry, rng: np.random.Generator, batch: int = 8) -> list[EncodedVideo]:
+    """Render, patchify and run the (now frozen) vision tower once per segment."""
+    encoded = []
+    for video in videos:
+        plan = plan_video(video, max_frames)
+        features: list[VisionFeatures] = []
+        for start in range(0, len(plan.segments), batch):
+            pixels = [segment_pixels(video, plan, i, geometry)
+                      for i in range(start, min(start + batch, len(plan.segments)))]
+            with torch.inference_mode():
+                out = compressor.encode_vision(normalize(torch.cat([rows for rows, _ in pixels]), geometry),
+                                               [grid for _, grid in pixels])
+            features += [VisionFeatures(f.embeds.half().cpu(), [d.half().cpu() for d in f.deepstack], f.grid)
+                         for f in out]
+        encoded.append(EncodedVideo(video, plan, make_questions(video, rng), features))
+    return encoded

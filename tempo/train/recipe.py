@@ -1,0 +1,384 @@
+"""The Tempo-Tiny curriculum: a base pre-training that gives the small VLM its Yes/No relevance prior, then the
+paper's four stages at toy scale, all with the auto-regressive loss only.
+
+  base     vision tower + language model + LM head: Yes/No relevance and "list the shapes" on segments
+  stage 0  memory tokens + projector + decoder (compressor frozen): align on short videos
+  stage 1  + the compressor's language model at a lower rate: joint training on short videos
+  stage 2  the same on longer videos (up to 256 frames)
+  stage 3  decoder only, on memories precomputed once for hour-long videos (up to 1024 frames)
+
+The vision tower is frozen after the base stage (as Qwen3-VL's is pre-trained for the real model), so its
+features are computed once per segment; stage 3 likewise reuses memories computed once. During stages 1-3 each
+segment keeps a random number of its first memory tokens, so the decoder learns to read truncated memories.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from safetensors.torch import save_file
+
+from ..compressor import LocalCompressor
+from ..loading import RELEVANCE_FILE, TempoModel, build_model, relevance_metadata, save_pretrained, \
+    save_relevance_direction
+from ..patches import normalize
+from ..prompts import DECODER_SYSTEM_PROMPT, decoder_prompt_ids
+from ..synthetic import SyntheticVideo, generate_video, make_questions
+from . import data
+from .tiny import train_tokenizer, write_skeleton
+
+log = logging.getLogger(__name__)
+
+TRAINING_SEEDS = 1_000_000  # training videos use seeds from here on; evaluation uses seeds below it
+WARMUP = 0.03
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Data sizes, steps and learning rates of every stage."""
+
+    seed: int = 0
+    short_videos: int = 200  # 30 s - 2.5 min: base pre-training, stages 0 and 1
+    medium_videos: int = 60  # 2 - 10 min at <= 256 frames: stage 2
+    long_videos: int = 30  # 10 - 60 min at <= 1024 frames: stage 3
+    base_steps: int = 700
+    base_batch: int = 8  # segments per base step
+    align_steps: int = 400
+    joint_steps: int = 500
+    longer_steps: int = 150
+    long_steps: int = 500
+    batch: int = 4  # (video, question) examples per step in stages 0-3
+    base_lr: float = 1e-3
+    align_lr: float = 1e-3
+    lr: float = 3e-4
+    compressor_lr: float = 5e-5
+
+    def scaled(self, factor: float) -> "Recipe":
+        """The same recipe with `factor` times the videos and steps (for quick trial runs)."""
+        counts = ("short_videos", "medium_videos", "long_videos", "base_steps", "align_steps", "joint_steps",
+                  "longer_steps", "long_steps")
+        return replace(self, **{name: max(2, round(getattr(self, name) * factor)) for name in counts})
+
+
+class Schedule:
+    """AdamW with a 3% linear warm-up and a cosine decay to zero."""
+
+    def __init__(self, groups: list[dict], steps: int):
+        self.optimizer = torch.optim.AdamW(groups, weight_decay=0.0)
+        self.steps = steps
+        self.base = [group["lr"] for group in groups]
+        self.step_index = 0
+
+    def step(self) -> None:
+        self.step_index += 1
+        warmup = max(1, round(WARMUP * self.steps))
+        progress = self.step_index / warmup if self.step_index < warmup else \
+            0.5 * (1 + math.cos(math.pi * (self.step_index - warmup) / max(1, self.steps - warmup)))
+        for group, base in zip(self.optimizer.param_groups, self.base):
+            group["lr"] = base * progress
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+
+class Progress:
+    def __init__(self, stage: str, steps: int, every: int):
+        self.stage, self.steps, self.every = stage, steps, every
+        self.started = time.perf_counter()
+        self.average: float | None = None
+        self.losses: list[float] = []
+
+    def update(self, step: int, loss: float) -> None:
+        self.average = loss if self.average is None else 0.95 * self.average + 0.05 * loss
+        self.losses.append(round(loss, 5))
+        if (step + 1) % self.every == 0 or step + 1 == self.steps:
+            elapsed = time.perf_counter() - self.started
+            log.info("%-8s step %4d/%d  loss %.4f  %5.0fs elapsed, %5.0fs left", self.stage, step + 1, self.steps,
+                     self.average, elapsed, elapsed / (step + 1) * (self.steps - step - 1))
+
+    def summary(self) -> dict:
+        return {"seconds": round(time.perf_counter() - self.started, 1), "final_loss": self.average,
+                "losses": self.losses[::max(1, len(self.losses) // 100)]}
+
+
+def use_linear_patch_embed(compressor: LocalCompressor) -> None:
+    """Conv3d with stride == kernel is a matmul over flattened patches; on CPU its backward is ~15x slower than
+    the matmul's, so training runs the same weights as a linear map."""
+    embed = compressor.vlm.visual.patch_embed
+
+    def forward(hidden_states: torch.Tensor) -> torch.Tensor:
+        weight = embed.proj.weight
+        return F.linear(hidden_states.to(weight.dtype), weight.reshape(weight.shape[0], -1), embed.proj.bias)
+
+    embed.forward = forward
+
+
+def answer_positions_loss(logits: torch.Tensor, answer: list[int]) -> torch.Tensor:
+    """Cross-entropy of `answer`, given logits [n + 1, V] for its last prompt position and its own tokens."""
+    return F.cross_entropy(logits[:len(answer)].float(), torch.tensor(answer, device=logits.device))
+
+
+# ----------------------------------------------------------------------------------------------------- base stage
+
+class BaseExamples:
+    """Segments of synthetic videos with a question for the relevance prior or a request to list the shapes."""
+
+    def __init__(self, model: TempoModel, videos: list[SyntheticVideo], rng: np.random.Generator):
+        self.model, self.rng = model, rng
+        self.plans = [data.plan_video(v, 1024) for v in videos]
+        self.videos = videos
+        self.questions = [make_questions(v, rng) for v in videos]
+        tok = model.compressor_tokenizer
+        self.yes, self.no, self.end = tok.token_id("Yes"), tok.token_id("No"), tok.token_id("<|im_end|>")
+
+    def sample(self) -> tuple[torch.Tensor, tuple[int, int, int], list[int], list[int]]:
+        """(patch rows, grid, prompt ids, answer ids)."""
+        rng, model = self.rng, self.model
+        v = int(rng.integers(len(self.videos)))
+        video, plan = self.videos[v], self.plans[v]
+        if rng.random() < 0.25:
+            index = int(rng.integers(len(plan.segments)))
+            rows, grid = data.segment_pixels(video, plan, index, model.geometry)
+            prompt = data.segment_prompt(model.compressor_tokenizer, plan, index, grid, model.geometry,
+                                         data.DESCRIBE, system=DECODER_SYSTEM_PROMPT)
+            answer = model.compressor_tokenizer.text(data.describe(video, plan.frame_times(index))) + [self.end]
+            return rows, grid, prompt, answer
+        index, question, label = self._relevance_pair(video, plan, self.questions[v])
+        rows, grid = data.segment_pixels(video, plan, index, model.geometry)
+        prompt = data.segment_prompt(model.compressor_tokenizer, plan, index, grid, model.geometry, question.text)
+        return rows, grid, prompt, [self.yes if label else self.no, self.end]
+
+    def _relevance_pair(self, video, plan, questions):
+        """Half positives (a segment showing the evidence), half negatives (hard ones included)."""
+        rng = self.rng
+        if rng.random() < 0.5:
+            question = questions[int(rng.integers(len(questions)))]
+            hits = [i for i in range(len(plan.segments)) if data.relevant(question, plan.frame_times(i))]
+            if hits:
+                return int(rng.choice(hits)), question, True
+        candidates = [q for q in questions if q.family != "global"] + data.absent_questions(video, rng, 2)
+        question = candidates[int(rng.integers(len(candidates)))]
+        misses = [i for i in range(len(plan.segments)) if not data.relevant(question, plan.frame_times(i))]
+        return int(rng.choice(misses)), question, False
+
+
+def pretrain_base(model: TempoModel, head: nn.Linear, videos: list[SyntheticVideo], recipe: Recipe,
+                  rng: np.random.Generator, every: int) -> dict:
+    compressor = model.compressor
+    examples = BaseExamples(model, videos, rng)
+    schedule = Schedule([{"params": list(compressor.vlm.parameters()) + list(head.parameters()),
+                          "lr": recipe.base_lr}], recipe.base_steps)
+    progress = Progress("base", recipe.base_steps, every)
+    for step in range(recipe.base_steps):
+        batch = [examples.sample() for _ in range(recipe.base_batch)]
+        pixels = normalize(torch.cat([rows for rows, _, _, _ in batch]), model.geometry)
+        vision = compressor.encode_vision(pixels, [grid for _, grid, _, _ in batch])
+        hidden, lengths = compressor.hidden_states([prompt + answer for _, _, prompt, answer in batch], vision)
+        loss = sum(answer_positions_loss(head(hidden[b, length - len(answer) - 1:length]), answer)
+                   for b, ((_, _, _, answer), length) in enumerate(zip(batch, lengths))) / len(batch)
+        loss.backward()
+        schedule.step()
+        progress.update(step, loss.item())
+    return progress.summary()
+
+
+def relevance_accuracy(model: TempoModel, encoded: list[data.EncodedVideo]) -> dict:
+    """How often sigmoid((w_yes - w_no) . h) > 0.5 agrees with the ground truth on held-out segments, overall and
+    separately on relevant (true positive rate) and irrelevant segments (true negative rate)."""
+    outcomes: dict[bool, list[bool]] = {True: [], False: []}
+    tok = model.compressor_tokenizer
+    for video in encoded:
+        vision = video.vision(model.device, model.dtype)
+        for question in video.questions:
+            prompts = [data.segment_prompt(tok, video.plan, i, f.grid, model.geometry, question.text)
+                       for i, f in enumerate(video.features)]
+            with torch.inference_mode():
+                _, relevance = model.compressor(prompts, vision)
+            for i, score in enumerate(relevance.tolist()):
+                label = data.relevant(question, video.plan.frame_times(i))
+                outcomes[label].append((score > 0.5) == label)
+    hits = outcomes[True] + outcomes[False]
+    return {"accuracy": float(np.mean(hits)), "true_positive_rate": float(np.mean(outcomes[True])),
+            "true_negative_rate": float(np.mean(outcomes[False])), "positives": len(outcomes[True]),
+            "negatives": len(outcomes[False])}
+
+
+# ------------------------------------------------------------------------------------------------- stages 0 - 3
+
+def training_allocation(n: int, k_max: int, rng: np.random.Generator) -> list[int]:
+    """Memory tokens kept per segment in training: all, one shared random count, or a random count each."""
+    draw = rng.random()
+    if draw < 0.25:
+        return [k_max] * n
+    if draw < 0.5:
+        return [int(rng.integers(1, k_max + 1))] * n
+    return rng.integers(1, k_max + 1, size=n).tolist()
+
+
+def answer_loss(model: TempoModel, memories: torch.Tensor, tokens: list[int], plan: data.Plan, question: str,
+                answer: str) -> torch.Tensor:
+    """Decoder loss for one example: time tag + first k_i memory tokens per segment, then the question."""
+    tok = model.tokenizer
+    kept = [memories[i, :k] for i, k in enumerate(tokens)]
+    visual = model.decoder.visual_sequence(kept, [tok.markup(plan.tag(i)) for i in range(len(tokens))])
+    before, after = decoder_prompt_ids(tok, question)
+    answer_ids = tok.text(answer) + [tok.token_id("<|im_end|>")]
+    embeds = model.decoder.prompt_embeddings(before, visual, after + answer_ids)
+    logits = model.decoder.lm(inputs_embeds=embeds[None], logits_to_keep=len(answer_ids) + 1).logits[0]
+    return answer_positions_loss(logits, answer_ids)
+
+
+def compress(model: TempoModel, video: data.EncodedVideo, question: str, chunk: int = 16) -> torch.Tensor:
+    """Memories [N, k_max, d_s] of every segment of `video` for `question` (differentiable)."""
+    tok = model.compressor_tokenizer
+    vision = video.vision(model.device, model.dtype)
+    prompts = [data.segment_prompt(tok, video.plan, i, f.grid, model.geometry, question)
+               for i, f in enumerate(video.features)]
+    return torch.cat([model.compressor(prompts[i:i + chunk], vision[i:i + chunk])[0]
+                      for i in range(0, len(prompts), chunk)])
+
+
+def train_answers(model: TempoModel, videos: list[data.EncodedVideo], groups: list[dict], steps: int,
+                  recipe: Recipe, rng: np.random.Generator, name: str, every: int, truncate: bool) -> dict:
+    schedule = Schedule(groups, steps)
+    progress = Progress(name, steps, every)
+    k_max = model.spec.num_memory_tokens
+    for step in range(steps):
+        total = 0.0
+        for _ in range(recipe.batch):
+            video = videos[int(rng.integers(len(videos)))]
+            question = video.questions[int(rng.integers(len(video.questions)))]
+            memories = compress(model, video, question.text)
+            n = memories.shape[0]
+            tokens = training_allocation(n, k_max, rng) if truncate else [k_max] * n
+            loss = answer_loss(model, memories, tokens, video.plan, question.text,
+                               data.training_answer(question, video.plan)) / recipe.batch
+            loss.backward()
+            total += loss.item()
+        schedule.step()
+        progress.update(step, total)
+    return progress.summary()
+
+
+def train_decoder_long(model: TempoModel, videos: list[data.EncodedVideo], recipe: Recipe,
+                       rng: np.random.Generator, every: int) -> dict:
+    """Stage 3: the compressor is frozen, so every (video, question) is compressed once up front."""
+    examples = []
+    for video in videos:
+        for question in video.questions:
+            with torch.inference_mode():
+                memories = compress(model, video, question.text)
+            examples.append((video.plan, question, memories.half().cpu()))
+    schedule = Schedule([{"params": list(model.decoder.parameters()), "lr": recipe.lr}], recipe.long_steps)
+    progress = Progress("stage 3", recipe.long_steps, every)
+    k_max = model.spec.num_memory_tokens
+    for step in range(recipe.long_steps):
+        total = 0.0
+        for _ in range(recipe.batch):
+            plan, question, memories = examples[int(rng.integers(len(examples)))]
+            tokens = training_allocation(memories.shape[0], k_max, rng)
+            loss = answer_loss(model, memories.to(model.device, model.dtype), tokens, plan, question.text,
+                               data.training_answer(question, plan)) / recipe.batch
+            loss.backward()
+            total += loss.item()
+        schedule.step()
+        progress.update(step, total)
+    return progress.summary()
+
+
+# ----------------------------------------------------------------------------------------------------- the recipe
+
+def _videos(first_seed: int, count: int, low: float, high: float) -> list[SyntheticVideo]:
+    return [generate_video(first_seed + i, min_duration=low, max_duration=high) for i in range(count)]
+
+
+def save_base(model: TempoModel, head: nn.Linear, base_dir: str) -> None:
+    """The pre-trained tiny Qwen3-VL, in Qwen3VLForConditionalGeneration's key layout."""
+    tensors = {f"model.{name}": p.detach().cpu().contiguous() for name, p in model.compressor.vlm.named_parameters()}
+    tensors["lm_head.weight"] = head.weight.detach().cpu().contiguous()
+    save_file(tensors, os.path.join(base_dir, "model.safetensors"), metadata={"format": "pt"})
+
+
+def train(out_dir: str, recipe: Recipe, device: torch.device, every: int = 50) -> dict:
+    """Run the whole curriculum and write a loadable checkpoint to `out_dir`; returns the training log."""
+    started = time.perf_counter()
+    torch.manual_seed(recipe.seed)
+    rng = np.random.default_rng(recipe.seed)
+    first = TRAINING_SEEDS + recipe.seed * 10_000
+    short = _videos(first, recipe.short_videos, 30, 150)
+    medium = _videos(first + 3_000, recipe.medium_videos, 120, 600)
+    long = _videos(first + 6_000, recipe.long_videos, 600, 3600)
+    held_out = _videos(first + 9_000, 12, 30, 150)
+    report: dict = {"recipe": asdict(recipe), "device": str(device), "stages": {}}
+
+    tokenizer = train_tokenizer(data.corpus(short + medium[:10] + long[:5], rng))
+    checkpoint_dir, base_dir = write_skeleton(out_dir, tokenizer)
+    model = build_model(checkpoint_dir, base_dir, "Tempo-Tiny", device, torch.float32, initialize=True).train()
+    compressor = model.compressor
+    embed_table = compressor.vlm.language_model.embed_tokens
+    head = nn.Linear(embed_table.embedding_dim, embed_table.num_embeddings, bias=False).to(device)
+    use_linear_patch_embed(compressor)
+    log.info("Tempo-Tiny: %.2fM compressor + %.2fM decoder parameters, tokenizer of %d tokens",
+             sum(p.numel() for p in compressor.parameters()) / 1e6,
+             sum(p.numel() for p in model.decoder.parameters()) / 1e6, tokenizer.get_vocab_size())
+
+    report["stages"]["base"] = pretrain_base(model, head, short + long[:5], recipe, rng, every)
+    save_base(model, head, base_dir)
+    tok = model.compressor_tokenizer
+    yes, no = tok.token_id("Yes"), tok.token_id("No")
+    direction = (head.weight[yes] - head.weight[no]).detach().float()
+    compressor.relevance_direction = direction.to(device)
+    save_relevance_direction(os.path.join(checkpoint_dir, RELEVANCE_FILE), direction.cpu(),
+                             relevance_metadata(base_dir, yes, no))
+    with torch.no_grad():  # the release's "smart init": memory tokens drawn like an average embedding
+        table = compressor.vlm.language_model.embed_tokens.weight
+        compressor.compression_tokens.copy_(torch.normal(table.mean(0).expand_as(compressor.compression_tokens[0]),
+                                                         table.std(0).expand_as(compressor.compression_tokens[0]))
+                                            [None])
+    compressor.vlm.visual.requires_grad_(False)
+
+    encode_started = time.perf_counter()
+    encoded_short = data.encode_videos(compressor, short, 1024, model.geometry, rng)
+    encoded_medium = data.encode_videos(compressor, medium, 256, model.geometry, rng)
+    encoded_long = data.encode_videos(compressor, long, 1024, model.geometry, rng)
+    encoded_held_out = data.encode_videos(compressor, held_out, 1024, model.geometry, rng)
+    report["stages"]["encode"] = {"seconds": round(time.perf_counter() - encode_started, 1)}
+    report["relevance_after_base"] = relevance_accuracy(model, encoded_held_out)
+    log.info("relevance on held-out segments: %s", report["relevance_after_base"])
+
+    language_model = compressor.vlm.language_model
+    language_model.requires_grad_(False)
+    aligned = [compressor.compression_tokens, *model.decoder.parameters()]
+    report["stages"]["stage 0"] = train_answers(model, encoded_short, [{"params": aligned, "lr": recipe.align_lr}],
+                                                recipe.align_steps, recipe, rng, "stage 0", every, truncate=False)
+    language_model.requires_grad_(True)
+    joint = [{"params": aligned, "lr": recipe.lr},
+             {"params": list(language_model.parameters()), "lr": recipe.compressor_lr}]
+    report["stages"]["stage 1"] = train_answers(model, encoded_short, joint, recipe.joint_steps, recipe, rng,
+                                                "stage 1", every, truncate=True)
+    report["stages"]["stage 2"] = train_answers(model, encoded_medium, joint, recipe.longer_steps, recipe, rng,
+                                                "stage 2", every, truncate=True)
+    compressor.requires_grad_(False)
+    report["stages"]["stage 3"] = train_decoder_long(model, encoded_long + encoded_medium, recipe, rng, every)
+    report["relevance_after_training"] = relevance_accuracy(model, encoded_held_out)
+    log.info("relevance after training: %s", report["relevance_after_training"])
+
+    model.eval()
+    save_pretrained(model, checkpoint_dir)
+    report["seconds"] = round(time.perf_counter() - started, 1)
+    with open(os.path.join(out_dir, "training_log.json"), "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=1)
+    log.info("trained Tempo-Tiny in %.0f s -> %s", report["seconds"], out_dir)
+    return report
+
