@@ -7,7 +7,7 @@ from typing import Protocol, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .report import clock, span
+from .report import RunProgress, clock, span
 
 RELEVANCE_COLOR = "#f97316"
 RELEVANCE_SCALE = [[0.0, "#ffedd5"], [1.0, "#ea580c"]]
@@ -83,7 +83,8 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
         if share is not None and share <= (k_max or max(tokens)) * 1.05:
             _guide(fig, share, f"budget ÷ segments {share:.0f}", "dot")
     if has_relevance:
-        fig.add_trace(go.Scatter(x=mids, y=relevance, name="relevance", mode="lines+markers" if done <= 160 else "lines",
+        markers = "lines+markers" if done <= 160 else "lines"  # dots stop helping once they touch
+        fig.add_trace(go.Scatter(x=mids, y=relevance, name="relevance", mode=markers,
                                  line=dict(color=RELEVANCE_COLOR, width=2.5, shape="spline", smoothing=0.6),
                                  marker=dict(size=5, color=RELEVANCE_COLOR), fill="tozeroy",
                                  fillcolor="rgba(249, 115, 22, 0.07)", customdata=hover_data, hovertemplate=hover),
@@ -127,3 +128,14 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
         showlegend=bool(segments), uirevision="timeline",
     )
     return fig
+
+
+def progress_figure(progress: RunProgress) -> go.Figure:
+    """`timeline_figure` for a run in flight (or finished), straight from its folded events."""
+    allocation, probed = progress.allocation, progress.probed
+    return timeline_figure(
+        progress.segments, allocation.tokens if allocation else None,
+        duration=probed.duration if probed else None, num_segments=progress.num_segments or None,
+        budget=allocation.budget if allocation else None, k_min=allocation.k_min if allocation else None,
+        k_max=allocation.k_max if allocation else None,
+        note=None if progress.segments else "waiting for the first segment…")

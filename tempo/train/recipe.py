@@ -51,6 +51,7 @@ class Recipe:
     short_videos: int = 200  # 30 s - 2.5 min: base pre-training, stages 0 and 1
     medium_videos: int = 60  # 2 - 10 min at <= 256 frames: stage 2
     long_videos: int = 30  # 10 - 60 min at <= 1024 frames: stage 3
+    held_out_videos: int = 12  # 30 s - 2.5 min, never trained on: relevance accuracy
     base_steps: int = 700
     base_batch: int = 8  # segments per base step
     align_steps: int = 400
@@ -65,8 +66,8 @@ class Recipe:
 
     def scaled(self, factor: float) -> "Recipe":
         """The same recipe with `factor` times the videos and steps (for quick trial runs)."""
-        counts = ("short_videos", "medium_videos", "long_videos", "base_steps", "align_steps", "joint_steps",
-                  "longer_steps", "long_steps")
+        counts = ("short_videos", "medium_videos", "long_videos", "held_out_videos", "base_steps", "align_steps",
+                  "joint_steps", "longer_steps", "long_steps")
         return replace(self, **{name: max(2, round(getattr(self, name) * factor)) for name in counts})
 
 
@@ -319,7 +320,7 @@ def train(out_dir: str, recipe: Recipe, device: torch.device, every: int = 50) -
     short = _videos(first, recipe.short_videos, 30, 150)
     medium = _videos(first + 3_000, recipe.medium_videos, 120, 600)
     long = _videos(first + 6_000, recipe.long_videos, 600, 3600)
-    held_out = _videos(first + 9_000, 12, 30, 150)
+    held_out = _videos(first + 9_000, recipe.held_out_videos, 30, 150)
     report: dict = {"recipe": asdict(recipe), "device": str(device), "stages": {}}
 
     tokenizer = train_tokenizer(data.corpus(short + medium[:10] + long[:5], rng))

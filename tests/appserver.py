@@ -1,0 +1,46 @@
+"""Shared by the app tests: which model they run on, and the app served in-process on a free loopback port."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Iterator
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_app_model(fixtures: Path):
+    """$TEMPO_MODEL / $TEMPO_BASE when set; else the conformance fixtures' tiny random model (every step is
+    real, only its answers are gibberish). Switch the app tests to another default model here."""
+    import tempo
+
+    if os.environ.get("TEMPO_MODEL"):
+        return tempo.from_pretrained(os.environ["TEMPO_MODEL"], base=os.environ.get("TEMPO_BASE") or None,
+                                     device="cpu")
+    return tempo.from_pretrained(fixtures / "tempo", base=fixtures / "base" / "tiny-qwen3-vl", device="cpu")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve(model) -> Iterator[str]:
+    """Build app.py's demo around `model`, serve it on 127.0.0.1, yield its URL, close it afterwards."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        app = importlib.import_module("app")
+    finally:
+        sys.path.remove(str(ROOT))
+    demo = app.build_demo(model)
+    app.launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    try:
+        yield demo.local_url.rstrip("/")
+    finally:
+        demo.close()

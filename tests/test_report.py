@@ -1,0 +1,92 @@
+"""The app's library helpers: run summaries, key frames, exports and the timeline figure."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from tempo import plots, report
+from tempo.events import AllocationDone, AnswerToken, Finished, SegmentCompressed, SegmentSummary, VideoProbed
+
+PROBED = VideoProbed("v.mp4", 20.0, 25.0, 500, 64, 48, 40, 2.0, 5, "pyav")
+RELEVANCE = [0.2, 0.9, 0.5, 0.9, 0.1]
+TOKENS = [4, 32, 16, 32, 0]
+
+
+def frame(i: int) -> np.ndarray:
+    return np.full((4, 4, 3), i, dtype=np.uint8)
+
+
+def stream() -> list:
+    segments = [SegmentCompressed(i, 5, 4.0 * i, 4.0 * (i + 1), r, frame(i)) for i, r in enumerate(RELEVANCE)]
+    summaries = [SegmentSummary(i, 4.0 * i, 4.0 * (i + 1), r, k) for i, (r, k) in enumerate(zip(RELEVANCE, TOKENS))]
+    return [PROBED, *segments, AllocationDone(TOKENS, 100, 84, 4, 32, "ata", "head", 0),
+            AnswerToken(1, "A "), AnswerToken(2, "cat"),
+            Finished("A cat", [1, 2], summaries, 100, 84, 32, {"vision": 1.0, "total": 2.0}, PROBED)]
+
+
+def test_progress_follows_the_stream():
+    progress = report.RunProgress()
+    assert progress.stage == "opening" and progress.eta() is None
+    events = stream()
+    for event in events[:3]:
+        progress.update(event)
+    assert progress.stage == "compressing" and progress.eta() >= 0
+    partial = progress.to_dict()
+    assert partial["stage"] == "compressing" and [s["tokens"] for s in partial["segments"]] == [None, None]
+    for event in events[3:-1]:
+        progress.update(event)
+    assert progress.stage == "answering" and progress.answer == "A cat"
+    assert [s["tokens"] for s in progress.to_dict()["segments"]] == TOKENS
+    progress.update(events[-1])
+    final = progress.to_dict()
+    assert final["stage"] == "done" and final["answer"] == "A cat" and final["tokens_used"] == 84
+
+
+def test_stats_and_key_frames():
+    finished = stream()[-1]
+    stats = report.run_stats(finished)
+    assert stats["tokens_per_frame"] == pytest.approx(84 / 40)
+    assert stats["compression"] == pytest.approx(5 * 32 / 84)
+    frames = [frame(i) for i in range(5)]
+    picked = report.key_frames(finished.segments, frames, count=3)
+    # The three largest allocations (ties to the more relevant), shown in time order; no zero-token segment.
+    assert [int(f[0, 0, 0]) for f, _ in picked] == [1, 2, 3]
+    assert picked[0][1] == "00:04–00:08 · 32 tokens"
+    assert len(report.key_frames(finished.segments, frames, count=10)) == 4
+
+
+def test_export_writes_json_and_csv(tmp_path):
+    finished = stream()[-1]
+    json_path, csv_path = report.export(finished, tmp_path)
+    assert json.loads(json_path.read_text())["segments"][1]["tokens"] == 32
+    rows = list(csv.DictReader(csv_path.open()))
+    assert [int(r["tokens"]) for r in rows] == TOKENS and set(rows[0]) == set(report.SEGMENT_FIELDS)
+
+
+@pytest.mark.parametrize("seconds, text", [(0, "00:00"), (65.4, "01:05"), (3725, "1:02:05")])
+def test_clock(seconds, text):
+    assert report.clock(seconds) == text
+
+
+def test_time_ticks_stay_few_and_round():
+    for duration in (5, 40, 600, 3 * 3600, 10 * 3600):
+        values, labels = plots.time_ticks(duration)
+        assert 2 <= len(values) <= 9 and values[0] == 0 and len(labels) == len(values)
+
+
+def test_figure_while_streaming_and_after_allocation():
+    events = stream()
+    streaming = plots.timeline_figure(events[1:3], duration=20.0, num_segments=5)
+    assert [t.name for t in streaming.data] == ["relevance", "relevance"]  # curve and strip, no bars yet
+    assert any("2 / 5" in (a.text or "") for a in streaming.layout.annotations)
+    done = plots.timeline_figure(events[-1].segments, TOKENS, duration=20.0, num_segments=5, budget=100,
+                                 k_min=4, k_max=32)
+    bars = next(t for t in done.data if t.type == "bar")
+    assert list(bars.y) == TOKENS and "00:04–00:08" in bars.customdata[1][0]
+    assert {"k_max 32", "k_min 4", "budget ÷ segments 20"} <= {a.text for a in done.layout.annotations}
+    assert done.layout.xaxis.ticktext[-1] == "00:20"
+    assert plots.timeline_figure([]).data == ()
