@@ -12,6 +12,7 @@ import numpy as np
 from .compressor import VisionFeatures
 from .config import SamplingConfig
 from .events import VideoProbed
+from .video import SamplingPlan
 
 
 @dataclass
@@ -19,8 +20,6 @@ class EncodedSegment:
     """One segment after the vision tower: where it sits, what it looks like, and its features."""
 
     index: int
-    first_frame: int  # position of its first frame among the sampled frames
-    num_frames: int
     thumbnail: np.ndarray
     vision: VisionFeatures
 
@@ -33,6 +32,7 @@ class EncodedSegment:
 @dataclass
 class VideoEntry:
     probed: VideoProbed
+    plan: SamplingPlan
     segments: list[EncodedSegment]
 
     @property

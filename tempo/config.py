@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -24,6 +25,7 @@ class SamplingConfig:
     min_frames: int = 4
     long_edge: int = 512
     segment_frames: int = 8
+    fast_seek: bool = False  # key frames only: much faster on long files, not the released sampling
 
     def validate(self) -> None:
         if not (isinstance(self.max_frames, int) and self.max_frames >= 1):
@@ -79,6 +81,20 @@ class Limits:
     max_question_chars: int = 2000
     max_upload_bytes: int = 2 * 1024**3
     max_duration_s: float = 4 * 3600.0
+
+    @classmethod
+    def from_env(cls) -> "Limits":
+        """$TEMPO_MAX_QUESTION_CHARS, $TEMPO_MAX_UPLOAD_MB and $TEMPO_MAX_DURATION_MIN override the defaults."""
+        env = os.environ
+        default = cls()
+        try:
+            return cls(
+                max_question_chars=int(env.get("TEMPO_MAX_QUESTION_CHARS", default.max_question_chars)),
+                max_upload_bytes=int(float(env.get("TEMPO_MAX_UPLOAD_MB", default.max_upload_bytes / 2**20)) * 2**20),
+                max_duration_s=float(env.get("TEMPO_MAX_DURATION_MIN", default.max_duration_s / 60)) * 60,
+            )
+        except ValueError as exc:
+            raise InputError(f"A TEMPO_MAX_* environment variable is not a number ({exc}).") from None
 
 
 @dataclass(frozen=True)

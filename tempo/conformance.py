@@ -31,8 +31,8 @@ from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed
 from .loading import TempoModel, from_pretrained
 from .patches import normalize
 from .pipeline import StageTimer, compress_batch, decoder_embeddings, encode_segments, prepare_segments, run
-from .prompts import compressor_prompt_ids, decoder_prompt_ids, frame_group_times, segment_time_tag
-from .video import open_video, sample_frame_indices, sampled_fps, segment_ranges
+from .prompts import compressor_prompt_ids, decoder_prompt_ids, frame_group_times, time_tag
+from .video import open_video, uniform_plan
 
 # The README's suggested tolerances (25-34x the spread seen between correct float32 implementations).
 TENSOR_ATOL = 1e-4
@@ -162,16 +162,13 @@ def check_case(directory: str, name: str, model: TempoModel, report: Report) -> 
     report.exact(name, "video_total_frames", info.total_frames, case["video_total_frames"])
     report.check(name, "video_avg_fps", abs(info.native_fps - case["video_avg_fps"]) < 1e-9,
                  f"{info.native_fps} vs {case['video_avg_fps']}")
-    indices = sample_frame_indices(info.total_frames, info.native_fps, sampling.fps, sampling.min_frames,
-                                   sampling.max_frames)
-    report.exact(name, "frame_indices", indices, case["sampled_frame_indices"])
-    real_fps = sampled_fps(len(indices), info)
-    report.check(name, "real_fps", abs(real_fps - case["real_fps"]) < 1e-9, f"{real_fps!r} vs {case['real_fps']!r}")
-    windows = segment_ranges(len(indices), segment_frames)
-    report.exact(name, "segment_num_frames", [len(w) for w in windows], case["segment_num_frames"])
+    plan = uniform_plan(info, sampling)
+    report.exact(name, "frame_indices", plan.frame_indices, case["sampled_frame_indices"])
+    report.check(name, "real_fps", abs(plan.real_fps - case["real_fps"]) < 1e-9,
+                 f"{plan.real_fps!r} vs {case['real_fps']!r}")
+    report.exact(name, "segment_num_frames", [len(w) for w in plan.segments], case["segment_num_frames"])
     timer = StageTimer()
-    segments = list(prepare_segments(reader, indices, sampling, model.geometry, timer))
-    reader.close()
+    segments = list(prepare_segments(video, reader, plan, sampling, model.geometry, timer))
     report.exact(name, "video_grid_thw", [list(s.grid) for s in segments], case["video_grid_thw"])
     _pixel_checks(case, tensors, torch.cat([s.pixel_rows for s in segments]), model, directory, name, report)
 
@@ -179,7 +176,7 @@ def check_case(directory: str, name: str, model: TempoModel, report: Report) -> 
     geometry, pad_id = model.geometry, model.compressor_tokenizer.token_id("<|endoftext|>")
     prompts = []
     for s in segments:
-        times = frame_group_times(s.first_frame, s.grid[0] * geometry.temporal_patch_size, real_fps,
+        times = frame_group_times(plan.model_times(s.index, s.grid[0] * geometry.temporal_patch_size),
                                   geometry.merge_size)
         prompts.append(compressor_prompt_ids(model.compressor_tokenizer, query, times,
                                              s.grid[1] * s.grid[2] // geometry.merge_size**2))
@@ -189,7 +186,7 @@ def check_case(directory: str, name: str, model: TempoModel, report: Report) -> 
                  tensors["svlm_attention_mask"])
     memories, relevance = [], []
     for batch in encode_segments(model, segments, 4, timer):
-        batch_memories, batch_relevance = compress_batch(model, batch, query, real_fps, timer)
+        batch_memories, batch_relevance = compress_batch(model, batch, query, plan, timer)
         memories += list(batch_memories)
         relevance += batch_relevance
     report.close(name, "compressed_features", torch.stack(memories), tensors["compressed_features"], TENSOR_ATOL)
@@ -208,13 +205,14 @@ def check_case(directory: str, name: str, model: TempoModel, report: Report) -> 
     report.exact(name, "allocations", tokens, expected_tokens)
 
     # Decoder inputs.
-    tags = [model.tokenizer.markup(segment_time_tag(i, segment_frames, real_fps)) for i in range(len(segments))]
+    tag_times = [plan.tag_time(i) for i in range(len(segments))]
+    tags = [model.tokenizer.markup(time_tag(t)) for t in tag_times]
     report.exact(name, "timestamp_ids", [t for tag in tags for t in tag], tensors["timestamp_ids_flat"])
     report.exact(name, "timestamp_lengths", [len(tag) for tag in tags], tensors["timestamp_lengths"])
     before, after = decoder_prompt_ids(model.tokenizer, query)
     report.exact(name, "decoder_input_ids", before + [IMAGE_TOKEN_INDEX] + after, tensors["decoder_input_ids"][0])
     with torch.inference_mode():
-        embeds, _ = decoder_embeddings(model, memories, tokens, "head", query, real_fps, segment_frames,
+        embeds, _ = decoder_embeddings(model, memories, tokens, "head", query, tag_times,
                                        case["tokenizer_model_max_length"])
         logits, _ = model.decoder.prefill(embeds)
     report.close(name, "decoder_inputs_embeds", embeds, tensors["decoder_inputs_embeds"][0], TENSOR_ATOL)

@@ -15,3 +15,7 @@ class InputError(TempoError):
 
 class ModelError(TempoError):
     """A checkpoint or its base model cannot be found or does not have the expected format."""
+
+
+class ResourceError(TempoError):
+    """The machine ran out of memory for this request; smaller settings may fit."""

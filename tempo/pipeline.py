@@ -7,6 +7,7 @@ import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import partial
 from typing import Generator, Iterable, Iterator
 
 import numpy as np
@@ -17,13 +18,14 @@ from .allocation import allocate, reduce_memory
 from .cache import EncodedSegment, VideoCache, VideoEntry
 from .config import RunConfig, SamplingConfig
 from .decoder import Sampler
-from .errors import InputError, TempoError
+from .errors import InputError, ResourceError, TempoError
 from .events import (AllocationDone, AnswerToken, Event, Finished, SegmentCompressed, SegmentSummary,
                      VideoProbed)
 from .loading import TempoModel
-from .patches import PatchGeometry, even_clip_length, model_frame, normalize, patchify
-from .prompts import compressor_prompt_ids, decoder_prompt_ids, frame_group_times, segment_time_tag
-from .video import FrameReader, fit_long_edge, open_video, sample_frame_indices, sampled_fps, segment_ranges
+from .patches import PatchGeometry, clip_size, even_clip_length, normalize, patchify, resize_frames, snap_frame
+from .prompts import compressor_prompt_ids, decoder_prompt_ids, frame_group_times, time_tag
+from .stream import segment_stream
+from .video import FrameReader, SamplingPlan, decode_workers, fit_long_edge, open_video, plan_sampling
 
 THUMBNAIL_EDGE = 320
 
@@ -33,15 +35,14 @@ class PreparedSegment:
     """One segment's compressor-ready pixels plus what the UI shows for it."""
 
     index: int
-    first_frame: int  # position of its first frame among the sampled frames
-    num_frames: int
     pixel_rows: torch.Tensor  # uint8 [patches, C * temporal_patch * patch * patch]
     grid: tuple[int, int, int]
     thumbnail: np.ndarray
 
 
 class StageTimer:
-    """Accumulates wall time per pipeline stage (stages interleave when segments stream)."""
+    """Accumulates time per pipeline stage. Stages overlap when segments stream: decoding and preprocessing run
+    on worker threads (their totals add up the workers' time), while the compressor runs on the caller's."""
 
     def __init__(self) -> None:
         self.started = time.perf_counter()
@@ -57,17 +58,20 @@ class StageTimer:
 
 
 def check_question(question: str, max_chars: int) -> str:
-    """Reject what cannot be a question; the text itself is passed on verbatim (it is never markup)."""
+    """Reject what cannot be a question; the text itself is passed on verbatim (it is never markup), except
+    that characters no encoding can carry (lone surrogates from undecodable bytes) become U+FFFD."""
     if not isinstance(question, str) or not question.strip():
         raise InputError("Please type a question about the video.")
     if len(question) > max_chars:
         raise InputError(f"The question is {len(question):,} characters long; the limit is {max_chars:,}.")
-    return question
+    return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in question)
 
 
-def check_budget(num_segments: int, config: RunConfig) -> None:
+def check_budget(num_segments: int, k_max: int, config: RunConfig) -> None:
     """Fail before any compression if the budget cannot give every segment a token (ATA, uniform)."""
     allocation = config.allocation
+    if allocation.k_min > k_max:
+        raise InputError(f"k_min ({allocation.k_min}) cannot exceed the {k_max} memory tokens a segment has.")
     if allocation.strategy in ("ata", "uniform") and allocation.budget < num_segments:
         frames = allocation.budget * config.sampling.segment_frames
         raise InputError(
@@ -76,26 +80,31 @@ def check_budget(num_segments: int, config: RunConfig) -> None:
             f"{frames} or fewer.")
 
 
-def prepare_segments(reader: FrameReader, frame_indices: list[int], sampling: SamplingConfig,
+def prepare_segment(index: int, frames: list[np.ndarray], plan: SamplingPlan, sampling: SamplingConfig,
+                    geometry: PatchGeometry, timer: StageTimer) -> PreparedSegment:
+    """Decoded frames of one segment -> patch rows: each frame is reduced to model size on its own (PIL, as
+    released), then the segment is resized and cut into patches in one vectorised step."""
+    with timer.stage("preprocess"):
+        images = [fit_long_edge(Image.fromarray(frame), sampling.long_edge) for frame in frames]
+        middle = images[len(images) // 2].copy()
+        middle.thumbnail((THUMBNAIL_EDGE, THUMBNAIL_EDGE))
+        snapped = torch.stack([torch.from_numpy(np.asarray(snap_frame(image, geometry).convert("RGB")).copy())
+                               for image in images]).permute(0, 3, 1, 2)
+        size = clip_size(snapped.shape[2], snapped.shape[3], even_clip_length(len(images), geometry), geometry)
+        rows, grid = patchify(resize_frames(snapped, size), geometry)
+    return PreparedSegment(index, rows, grid, np.asarray(middle))
+
+
+def prepare_segments(path: str | os.PathLike, reader: FrameReader, plan: SamplingPlan, sampling: SamplingConfig,
                      geometry: PatchGeometry, timer: StageTimer) -> Iterator[PreparedSegment]:
-    """Decode the sampled frames in order, reducing each to model resolution at once, one segment at a time."""
-    ranges = segment_ranges(len(frame_indices), sampling.segment_frames)
-    frames = iter(reader.read(frame_indices))
-    for index, window in enumerate(ranges):
-        clip_frames = even_clip_length(len(window), geometry)
-        pixels, thumbnail = [], None
-        for position in window:
-            with timer.stage("decode"):
-                frame = next(frames)
-            with timer.stage("preprocess"):
-                image = fit_long_edge(Image.fromarray(frame), sampling.long_edge)
-                pixels.append(model_frame(image, geometry, clip_frames))
-                if position == window[len(window) // 2]:
-                    image.thumbnail((THUMBNAIL_EDGE, THUMBNAIL_EDGE))
-                    thumbnail = np.asarray(image)
-        with timer.stage("preprocess"):
-            rows, grid = patchify(torch.stack(pixels), geometry)
-        yield PreparedSegment(index, window.start, len(window), rows, grid, thumbnail)
+    """Segments in order, decoded and preprocessed on worker threads while the caller compresses earlier ones.
+
+    `reader` (already open) serves the first worker; longer videos get more workers, each with its own reader
+    over a share of the time range."""
+    readers = [lambda: reader] + [partial(open_video, path, keyframes_only=plan.keyframes_only)
+                                  for _ in range(decode_workers(plan) - 1)]
+    prepare = partial(prepare_segment, plan=plan, sampling=sampling, geometry=geometry, timer=timer)
+    return segment_stream(plan, readers, prepare, timer.stage)
 
 
 def encode_segments(model: TempoModel, segments: Iterable[PreparedSegment], micro_batch: int,
@@ -107,7 +116,7 @@ def encode_segments(model: TempoModel, segments: Iterable[PreparedSegment], micr
         with timer.stage("vision"), torch.inference_mode():
             pixel_values = normalize(torch.cat([s.pixel_rows for s in batch]), geometry)
             vision = model.compressor.encode_vision(pixel_values, [s.grid for s in batch])
-        return [EncodedSegment(s.index, s.first_frame, s.num_frames, s.thumbnail, v) for s, v in zip(batch, vision)]
+        return [EncodedSegment(s.index, s.thumbnail, v) for s, v in zip(batch, vision)]
 
     batch: list[PreparedSegment] = []
     for segment in segments:
@@ -119,7 +128,7 @@ def encode_segments(model: TempoModel, segments: Iterable[PreparedSegment], micr
         yield encode(batch)
 
 
-def compress_batch(model: TempoModel, batch: list[EncodedSegment], question: str, real_fps: float,
+def compress_batch(model: TempoModel, batch: list[EncodedSegment], question: str, plan: SamplingPlan,
                    timer: StageTimer) -> tuple[torch.Tensor, list[float]]:
     """The question-dependent half: memories [B, k_max, d_s] and relevance for a micro-batch of segments."""
     geometry = model.geometry
@@ -127,7 +136,7 @@ def compress_batch(model: TempoModel, batch: list[EncodedSegment], question: str
         prompts = []
         for segment in batch:
             grid = segment.vision.grid
-            times = frame_group_times(segment.first_frame, grid[0] * geometry.temporal_patch_size, real_fps,
+            times = frame_group_times(plan.model_times(segment.index, grid[0] * geometry.temporal_patch_size),
                                       geometry.merge_size)
             per_group = grid[1] * grid[2] // geometry.merge_size**2
             prompts.append(compressor_prompt_ids(model.compressor_tokenizer, question, times, per_group))
@@ -136,15 +145,14 @@ def compress_batch(model: TempoModel, batch: list[EncodedSegment], question: str
 
 
 def decoder_embeddings(model: TempoModel, memories: list[torch.Tensor], tokens: list[int], truncation: str,
-                       question: str, real_fps: float, segment_frames: int,
-                       context_length: int) -> tuple[torch.Tensor, int]:
+                       question: str, tag_times: list[float], context_length: int) -> tuple[torch.Tensor, int]:
     """The decoder's input embeddings and how many visual positions had to be cut to fit the context.
 
     As released: the visual sequence is cut to context - reserve - text length (possibly inside a segment).
     Unlike the release, a question that leaves no room at all is rejected instead of being cut off.
     """
     kept = [reduce_memory(memory, k, truncation) for memory, k in zip(memories, tokens)]
-    tags = [model.tokenizer.markup(segment_time_tag(i, segment_frames, real_fps)) for i in range(len(memories))]
+    tags = [model.tokenizer.markup(time_tag(t)) for t in tag_times]
     visual = model.decoder.visual_sequence(kept, tags)
     before, after = decoder_prompt_ids(model.tokenizer, question)
     room = context_length - model.spec.inference_reserve - len(before) - len(after)
@@ -160,10 +168,19 @@ class CompressedVideo:
     """One (video, question) after the compressor: all the decoder side needs, reusable across allocations."""
 
     video: VideoProbed
+    plan: SamplingPlan
     question: str
     memories: list[torch.Tensor]  # [k_max, d_s] per segment
     relevance: list[float]
-    spans: list[tuple[float, float]]  # seconds
+
+
+def probe(reader: FrameReader, sampling: SamplingConfig) -> tuple[VideoProbed, SamplingPlan]:
+    """The sampling plan for this video, and what the UI says about it."""
+    info = reader.info
+    plan = plan_sampling(reader, sampling)
+    probed = VideoProbed(info.path, info.duration, info.native_fps, info.total_frames, info.width, info.height,
+                         len(plan.frame_indices), plan.real_fps, len(plan.segments), info.backend)
+    return probed, plan
 
 
 def compress(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig,
@@ -174,59 +191,54 @@ def compress(model: TempoModel, video: str | os.PathLike, question: str, config:
     question about the same file only reruns the compressor's language model.
     """
     sampling = config.sampling
-    reader = None
+    reader, batches = None, None
     try:
         with timer.stage("open"):
+            if os.path.isfile(video) and os.path.getsize(video) > config.limits.max_upload_bytes:
+                raise InputError(f"The file is {os.path.getsize(video) / 2**20:,.0f} MB; this server accepts up "
+                                 f"to {config.limits.max_upload_bytes / 2**20:,.0f} MB.")
             key = VideoCache.key(video, sampling) if os.path.isfile(video) else None
             cached = model.video_cache.get(key) if key else None
             if cached is None:
-                reader = open_video(video)
-                probed = probe(reader, sampling)
+                reader = open_video(video, keyframes_only=sampling.fast_seek)
+                probed, plan = probe(reader, sampling)
             else:
-                probed = cached.probed
+                probed, plan = cached.probed, cached.plan
         if probed.duration > config.limits.max_duration_s:
             raise InputError(f"The video lasts {probed.duration / 3600:.1f} h; this server accepts up to "
                              f"{config.limits.max_duration_s / 3600:.1f} h.")
         yield probed
-        check_budget(probed.num_segments, config)
+        check_budget(probed.num_segments, model.spec.num_memory_tokens, config)
 
         if cached is None:
-            frame_indices = sample_frame_indices(reader.info.total_frames, reader.info.native_fps, sampling.fps,
-                                                 sampling.min_frames, sampling.max_frames)
-            segments = prepare_segments(reader, frame_indices, sampling, model.geometry, timer)
+            segments = prepare_segments(video, reader, plan, sampling, model.geometry, timer)
+            reader = None  # the first decoding worker owns it now
             batches = encode_segments(model, segments, config.micro_batch, timer)
         else:
             batches = (cached.segments[i:i + config.micro_batch]
                        for i in range(0, len(cached.segments), config.micro_batch))
 
-        compressed = CompressedVideo(probed, question, [], [], [])
-        encoded: list[EncodedSegment] = []
+        compressed = CompressedVideo(probed, plan, question, [], [])
+        encoded: list[EncodedSegment] | None = [] if cached is None and key is not None else None
         for batch in batches:
-            memories, relevance = compress_batch(model, batch, question, probed.real_fps, timer)
+            memories, relevance = compress_batch(model, batch, question, plan, timer)
             for segment, memory, score in zip(batch, memories, relevance):
-                start = segment.first_frame / probed.real_fps
-                end = min((segment.first_frame + segment.num_frames) / probed.real_fps, probed.duration)
+                start, end = plan.span(segment.index)
                 compressed.memories.append(memory)
                 compressed.relevance.append(score)
-                compressed.spans.append((start, end))
                 yield SegmentCompressed(segment.index, probed.num_segments, start, end, score, segment.thumbnail)
-            encoded += batch
+            if encoded is not None:  # kept for the cache only while it could still fit there
+                encoded += batch
+                if sum(s.nbytes for s in encoded) > model.video_cache.max_bytes:
+                    encoded = None
     finally:
         if reader is not None:
             reader.close()
-    if cached is None and key is not None:
-        model.video_cache.put(key, VideoEntry(probed, encoded))
+        if batches is not None and hasattr(batches, "close"):
+            batches.close()  # stops the decoding workers if we leave early
+    if encoded is not None:
+        model.video_cache.put(key, VideoEntry(probed, plan, encoded))
     return compressed
-
-
-def probe(reader: FrameReader, sampling: SamplingConfig) -> VideoProbed:
-    """What the sampling plan will be for this video."""
-    info = reader.info
-    frame_indices = sample_frame_indices(info.total_frames, info.native_fps, sampling.fps, sampling.min_frames,
-                                         sampling.max_frames)
-    num_segments = len(segment_ranges(len(frame_indices), sampling.segment_frames))
-    return VideoProbed(info.path, info.duration, info.native_fps, info.total_frames, info.width, info.height,
-                       len(frame_indices), sampled_fps(len(frame_indices), info), num_segments, info.backend)
 
 
 def respond(model: TempoModel, compressed: CompressedVideo, config: RunConfig,
@@ -239,9 +251,10 @@ def respond(model: TempoModel, compressed: CompressedVideo, config: RunConfig,
         tokens = allocate(compressed.relevance, allocation.budget, allocation.k_min, k_max, allocation.strategy,
                           allocation.seed)
         context_length = config.context_length or model.spec.context_length
+        plan = compressed.plan
         embeds, cut = decoder_embeddings(model, compressed.memories, tokens, allocation.truncation,
-                                         compressed.question, compressed.video.real_fps,
-                                         config.sampling.segment_frames, context_length)
+                                         compressed.question, [plan.tag_time(i) for i in range(len(plan.segments))],
+                                         context_length)
     yield AllocationDone(tokens, allocation.budget, sum(tokens), allocation.k_min, k_max, allocation.strategy,
                          allocation.truncation, cut)
 
@@ -259,8 +272,8 @@ def respond(model: TempoModel, compressed: CompressedVideo, config: RunConfig,
 
     timings = {stage: round(seconds, 4) for stage, seconds in timer.totals.items()}
     timings["total"] = round(time.perf_counter() - timer.started, 4)
-    segments = [SegmentSummary(i, start, end, score, k) for i, ((start, end), score, k)
-                in enumerate(zip(compressed.spans, compressed.relevance, tokens))]
+    segments = [SegmentSummary(i, *compressed.plan.span(i), score, k)
+                for i, (score, k) in enumerate(zip(compressed.relevance, tokens))]
     yield Finished(model.tokenizer.decode(token_ids).strip(), token_ids, segments, allocation.budget, sum(tokens),
                    k_max, timings, compressed.video)
 
@@ -271,8 +284,14 @@ def run(model: TempoModel, video: str | os.PathLike, question: str, config: RunC
     config.validate()
     question = check_question(question, config.limits.max_question_chars)
     timer = StageTimer()
-    compressed = yield from compress(model, video, question, config, timer)
-    yield from respond(model, compressed, config, timer)
+    try:
+        compressed = yield from compress(model, video, question, config, timer)
+        yield from respond(model, compressed, config, timer)
+    except torch.OutOfMemoryError:
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()  # let the next request start from a clean slate
+        raise ResourceError("Out of memory on this video. Lower max frames, the micro-batch or the budget, "
+                            "or use a smaller model.") from None
 
 
 def answer(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig | None = None) -> Finished:

@@ -17,14 +17,9 @@ DECODER_SYSTEM_PROMPT = "You are a helpful assistant."
 VISION_START, VIDEO_PAD, VISION_END = "<|vision_start|>", "<|video_pad|>", "<|vision_end|>"
 
 
-def frame_group_times(first_frame: int, num_frames: int, real_fps: float, group: int) -> list[float]:
-    """Qwen3-VL labels each group of `group` frames with the mean time of its first and last frame.
-
-    `first_frame` is the segment's offset among the sampled frames, so times are absolute in the video.
-    """
-    indices = list(range(first_frame, first_frame + num_frames))
-    indices += [indices[-1]] * (-len(indices) % group)
-    times = [index / real_fps for index in indices]
+def frame_group_times(times: list[float], group: int) -> list[float]:
+    """Qwen3-VL labels each group of `group` frames with the mean time of its first and last frame."""
+    times = times + [times[-1]] * (-len(times) % group)
     return [(times[i] + times[i + group - 1]) / 2 for i in range(0, len(times), group)]
 
 
@@ -49,6 +44,6 @@ def decoder_prompt_ids(tokenizer: TextTokenizer, question: str) -> tuple[list[in
     return before, after
 
 
-def segment_time_tag(index: int, segment_frames: int, real_fps: float) -> str:
-    """The decoder's per-segment tag: the centre time of a full window, even for a short last segment."""
-    return f"<{(index * segment_frames + segment_frames / 2) / real_fps:.1f} seconds>"
+def time_tag(seconds: float) -> str:
+    """The decoder's per-segment tag, e.g. `<12.0 seconds>`."""
+    return f"<{seconds:.1f} seconds>"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 import os
@@ -11,6 +12,7 @@ from typing import Iterator, Protocol, Sequence
 import numpy as np
 from PIL import Image
 
+from .config import SamplingConfig
 from .errors import VideoError
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,58 @@ def segment_ranges(num_frames: int, segment_frames: int = 8) -> list[range]:
     return [range(start, min(start + segment_frames, num_frames)) for start in range(0, num_frames, segment_frames)]
 
 
+@dataclass(frozen=True)
+class SamplingPlan:
+    """Which frames are read, the times the model is told about them, and how they group into segments."""
+
+    frame_indices: list[int]  # decoded frames in order (short videos repeat some)
+    frame_times: list[float]  # their presentation times in the video (seconds)
+    real_fps: float  # sampled frames per second of video
+    segments: list[range]  # windows over the sampled frames
+    segment_frames: int
+    duration: float
+    keyframes_only: bool = False  # fast seek: true keyframe times instead of the released uniform clock
+
+    def segment_frame_times(self, index: int) -> list[float]:
+        return [self.frame_times[i] for i in self.segments[index]]
+
+    def model_times(self, index: int, length: int) -> list[float]:
+        """The times the compressor's prompt states for a segment padded to `length` frames.
+
+        Released rule: sampled position / real_fps, counted on past the segment for padding frames. Fast seek
+        states each keyframe's true time and repeats the last one for padding.
+        """
+        window = self.segments[index]
+        if self.keyframes_only:
+            return [self.frame_times[window[min(k, len(window) - 1)]] for k in range(length)]
+        return [(window.start + k) / self.real_fps for k in range(length)]
+
+    def tag_time(self, index: int) -> float:
+        """The decoder's `<t seconds>`: the centre of a full window even for a short last segment (released),
+        or the midpoint of the segment's first and last keyframes."""
+        if self.keyframes_only:
+            times = self.segment_frame_times(index)
+            return (times[0] + times[-1]) / 2
+        return (index * self.segment_frames + self.segment_frames / 2) / self.real_fps
+
+    def span(self, index: int) -> tuple[float, float]:
+        """The stretch of video a segment stands for, in seconds."""
+        window = self.segments[index]
+        if self.keyframes_only:
+            end = self.frame_times[window.stop] if window.stop < len(self.frame_times) else self.duration
+            return self.frame_times[window.start], end
+        return window.start / self.real_fps, min(window.stop / self.real_fps, self.duration)
+
+
+def uniform_plan(info: VideoInfo, sampling: SamplingConfig) -> SamplingPlan:
+    """The released plan: `sample_frame_indices`, timed by position at `real_fps`, in 8-frame segments."""
+    indices = sample_frame_indices(info.total_frames, info.native_fps, sampling.fps, sampling.min_frames,
+                                   sampling.max_frames)
+    return SamplingPlan(indices, [i / info.native_fps for i in indices], sampled_fps(len(indices), info),
+                        segment_ranges(len(indices), sampling.segment_frames), sampling.segment_frames,
+                        info.duration)
+
+
 def fit_long_edge(image: Image.Image, long_edge: int = 512) -> Image.Image:
     """Shrink so the long edge is <= `long_edge`, each side rounded to a multiple of 16 (released rule)."""
     w, h = image.size
@@ -80,12 +134,15 @@ class FrameReader(Protocol):
     def close(self) -> None: ...
 
 
-def _decode_threads() -> int:
+def _available_cores() -> int:
     try:
-        cores = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except AttributeError:
-        cores = os.cpu_count() or 1
-    return min(max(1, cores - 1), 16)
+        return os.cpu_count() or 1
+
+
+def _decode_threads() -> int:
+    return min(max(1, _available_cores() - 1), 16)
 
 
 class DecordReader:
@@ -100,7 +157,11 @@ class DecordReader:
         total = len(self._reader)
         if total < 1:
             raise VideoError(f"{os.path.basename(path)} contains no video frames.")
-        height, width = self._reader[0].shape[:2] if total else (0, 0)
+        first = self._reader[0].shape
+        if len(first) != 3 or first[2] != 3:
+            # decord mis-strides very narrow frames (widths 1-3, 8, ...: "(2000, 1, 96)"); PyAV reads them.
+            raise RuntimeError(f"decord decodes {first} instead of height x width x 3 RGB frames")
+        height, width = first[:2]
         self._reader.seek(0)
         self.info = VideoInfo(path, total, float(self._reader.get_avg_fps()), width, height, "decord")
 
@@ -160,8 +221,77 @@ class PyAVReader:
         pass
 
 
-def open_video(path: str | os.PathLike) -> FrameReader:
-    """Open with decord, falling back to PyAV; raise VideoError with a readable reason otherwise."""
+class KeyframeReader(PyAVReader):
+    """Fast seek: the decoder skips every frame that is not a key frame. `read` takes key-frame ordinals."""
+
+    def __init__(self, path: str):
+        super().__init__(path)
+        import av
+
+        with av.open(path) as container:
+            stream = container.streams.video[0]
+            start = stream.start_time or 0
+            self.pts = sorted(p.pts for p in container.demux(stream) if p.is_keyframe and p.pts is not None)
+            self.keyframe_times = [float((pts - start) * stream.time_base) for pts in self.pts]
+        if not self.pts:
+            raise VideoError(f"{os.path.basename(path)} has no key frames to seek to.")
+
+    def read(self, indices: Sequence[int]) -> Iterator[np.ndarray]:
+        import av
+
+        wanted = list(indices)
+        ordinal = {pts: i for i, pts in enumerate(self.pts)}
+        position = 0
+        with av.open(self._path) as container:
+            stream = container.streams.video[0]
+            stream.codec_context.skip_frame = "NONKEY"
+            for frame in container.decode(stream):
+                index = ordinal.get(frame.pts)
+                if index is None or index < wanted[position]:
+                    continue
+                rgb = frame.to_ndarray(format="rgb24")
+                while position < len(wanted) and wanted[position] == index:
+                    yield rgb
+                    position += 1
+                if position == len(wanted):
+                    return
+        raise VideoError(f"{os.path.basename(self._path)}: key frame {wanted[position]} could not be decoded.")
+
+
+PARALLEL_MIN_FRAMES = 3000  # below this many frames of video, one decoder is quicker than starting several
+MAX_DECODE_WORKERS = 4
+
+
+def decode_workers(plan: SamplingPlan) -> int:
+    """Decoders to run side by side: one per core for long videos, a single one for short videos and fast seek."""
+    if plan.keyframes_only or plan.frame_indices[-1] < PARALLEL_MIN_FRAMES:
+        return 1
+    return max(1, min(_available_cores(), MAX_DECODE_WORKERS))
+
+
+def keyframe_plan(keyframe_times: list[float], info: VideoInfo, sampling: SamplingConfig) -> SamplingPlan:
+    """Fast seek: for each time the released rule would sample, the nearest key frame (each used once)."""
+    def nearest(t: float) -> int:
+        k = bisect.bisect_left(keyframe_times, t)
+        return min((j for j in (k - 1, k) if 0 <= j < len(keyframe_times)), key=lambda j: abs(keyframe_times[j] - t))
+
+    targets = [i / info.native_fps for i in sample_frame_indices(info.total_frames, info.native_fps, sampling.fps,
+                                                                   sampling.min_frames, sampling.max_frames)]
+    chosen = sorted({nearest(t) for t in targets})
+    return SamplingPlan(chosen, [keyframe_times[k] for k in chosen], len(chosen) / info.duration,
+                        segment_ranges(len(chosen), sampling.segment_frames), sampling.segment_frames,
+                        info.duration, keyframes_only=True)
+
+
+def plan_sampling(reader: FrameReader, sampling: SamplingConfig) -> SamplingPlan:
+    if isinstance(reader, KeyframeReader):
+        return keyframe_plan(reader.keyframe_times, reader.info, sampling)
+    return uniform_plan(reader.info, sampling)
+
+
+def open_video(path: str | os.PathLike, keyframes_only: bool = False) -> FrameReader:
+    """Open with decord, falling back to PyAV (or key frames only, with PyAV); raise VideoError with a readable
+    reason when neither can read it."""
     path = os.fspath(path)
     name = os.path.basename(path) or path
     if not os.path.exists(path):
@@ -171,7 +301,7 @@ def open_video(path: str | os.PathLike) -> FrameReader:
     if os.path.getsize(path) == 0:
         raise VideoError(f"{name} is empty (0 bytes).")
     errors = []
-    for reader_class in (DecordReader, PyAVReader):
+    for reader_class in (KeyframeReader,) if keyframes_only else (DecordReader, PyAVReader):
         try:
             reader = reader_class(path)
         except VideoError:

@@ -1,8 +1,9 @@
 import jinja2
 import pytest
 
-from tempo.prompts import (ROUTING_SYSTEM_PROMPT, compressor_prompt_ids, decoder_prompt_ids, frame_group_times,
-                           segment_time_tag)
+from tempo.config import SamplingConfig
+from tempo.prompts import ROUTING_SYSTEM_PROMPT, compressor_prompt_ids, decoder_prompt_ids, frame_group_times, time_tag
+from tempo.video import VideoInfo, uniform_plan
 from tempo.tokenizer import TextTokenizer
 
 INJECTIONS = [
@@ -31,22 +32,28 @@ def test_compressor_prompt_matches_the_base_chat_template(fixtures, tokenizer):
                 {"role": "user", "content": [{"type": "video", "video": None},
                                              {"type": "text", "text": "\nQuery:\n" + question}]}]
     rendered = jinja2.Environment().from_string(template).render(messages=messages, add_generation_prompt=True)
-    times = frame_group_times(8, 8, 2.0, 2)
+    times = frame_group_times([4.0 + k / 2 for k in range(8)], 2)
     expansion = "".join(f"<{t:.1f} seconds><|vision_start|>" + "<|video_pad|>" * 6 + "<|vision_end|>" for t in times)
     expected = tokenizer.markup(rendered.replace("<|vision_start|><|video_pad|><|vision_end|>", expansion))
     assert compressor_prompt_ids(tokenizer, question, times, 6) == expected
 
 
-def test_frame_group_times_are_absolute():
-    # second segment at 2 fps: frames 8..15 -> groups centred at 4.25, 5.25, ...
-    assert frame_group_times(8, 8, 2.0, 2) == [4.25, 5.25, 6.25, 7.25]
-    # a 3-frame tail padded to 4
-    assert frame_group_times(16, 4, 2.0, 2) == [8.25, 9.25]
+def test_frame_times_follow_the_released_clock():
+    plan = uniform_plan(VideoInfo("x.mp4", 35, 2.0, 512, 256, "test"), SamplingConfig())  # 35 frames: 8,8,8,8,3
+    assert [len(w) for w in plan.segments] == [8, 8, 8, 8, 3]
+    # second segment: sampled positions 8..15 at 2 fps -> groups centred at 4.25, 5.25, ...
+    assert frame_group_times(plan.model_times(1, 8), 2) == [4.25, 5.25, 6.25, 7.25]
+    # the 3-frame tail is padded to 4, and the padding frame is timed as the next position
+    assert plan.model_times(4, 4) == [16.0, 16.5, 17.0, 17.5]
+    assert frame_group_times(plan.model_times(4, 4), 2) == [16.25, 17.25]
+    # the decoder's tag is the centre of a full window, even for the short tail
+    assert [plan.tag_time(i) for i in (0, 4)] == [2.0, 18.0]
+    assert plan.span(4) == (16.0, 17.5)
 
 
-def test_segment_time_tag_uses_the_full_window_centre():
-    assert segment_time_tag(0, 8, 2.0) == "<2.0 seconds>"
-    assert segment_time_tag(3, 8, 0.5) == "<56.0 seconds>"
+def test_time_tag():
+    assert time_tag(2.0) == "<2.0 seconds>"
+    assert time_tag(56.04) == "<56.0 seconds>"
 
 
 @pytest.mark.parametrize("question", INJECTIONS)

@@ -11,55 +11,35 @@ from PIL import Image
 
 from ..compressor import LocalCompressor, VisionFeatures
 from ..patches import PatchGeometry, even_clip_length, model_frame, normalize, patchify
-from ..prompts import (DECODER_SYSTEM_PROMPT, ROUTING_SYSTEM_PROMPT, compressor_prompt_ids, frame_group_times,
-                       segment_time_tag)
+from ..config import SamplingConfig
+from ..prompts import DECODER_SYSTEM_PROMPT, ROUTING_SYSTEM_PROMPT, compressor_prompt_ids, frame_group_times, time_tag
 from ..synthetic import COLOURS, KINDS, Question, SyntheticVideo, make_questions, occurrences
-from ..video import sample_frame_indices, segment_ranges
+from ..video import SamplingPlan, VideoInfo, uniform_plan
 
 NATIVE_FPS = 4.0  # the rate the example mp4s are written at: sampling is emulated on it
 SEGMENT_FRAMES = 8
 DESCRIBE = "List the shapes."
 
 
-@dataclass(frozen=True)
-class Plan:
-    """The released 2-fps sampling of a synthetic video, as if read from an mp4 at NATIVE_FPS."""
-
-    times: list[float]  # sampled frame times (seconds)
-    real_fps: float
-    segments: list[range]  # indices into `times`
-
-    def span(self, index: int) -> tuple[float, float]:
-        window = self.segments[index]
-        return window.start / self.real_fps, (window.start + len(window)) / self.real_fps
-
-    def tag(self, index: int) -> str:
-        return segment_time_tag(index, SEGMENT_FRAMES, self.real_fps)
-
-    def frame_times(self, index: int) -> list[float]:
-        return [self.times[i] for i in self.segments[index]]
+def plan_video(video: SyntheticVideo, max_frames: int) -> SamplingPlan:
+    """The released sampling of a synthetic video, as if read from an mp4 written at NATIVE_FPS."""
+    info = VideoInfo("synthetic", round(video.duration * NATIVE_FPS), NATIVE_FPS, video.width, video.height,
+                     "synthetic")
+    return uniform_plan(info, SamplingConfig(max_frames=max_frames, segment_frames=SEGMENT_FRAMES))
 
 
-def plan_video(video: SyntheticVideo, max_frames: int) -> Plan:
-    total = round(video.duration * NATIVE_FPS)
-    indices = sample_frame_indices(total, NATIVE_FPS, 2.0, 4, max_frames)
-    return Plan([i / NATIVE_FPS for i in indices], len(indices) / (total / NATIVE_FPS),
-                segment_ranges(len(indices), SEGMENT_FRAMES))
-
-
-def segment_pixels(video: SyntheticVideo, plan: Plan, index: int,
+def segment_pixels(video: SyntheticVideo, plan: SamplingPlan, index: int,
                    geometry: PatchGeometry) -> tuple[torch.Tensor, tuple[int, int, int]]:
     """Patch rows of one segment through the inference pixel chain (identity resizes at 512x256)."""
-    frames = video.frames(plan.frame_times(index))
+    frames = video.frames(plan.segment_frame_times(index))
     clip_frames = even_clip_length(len(frames), geometry)
     pixels = torch.stack([model_frame(Image.fromarray(f), geometry, clip_frames) for f in frames])
     return patchify(pixels, geometry)
 
 
-def segment_prompt(tokenizer, plan: Plan, index: int, grid: tuple[int, int, int], geometry: PatchGeometry,
-                   question: str, system: str = ROUTING_SYSTEM_PROMPT) -> list[int]:
-    times = frame_group_times(plan.segments[index].start, grid[0] * geometry.temporal_patch_size, plan.real_fps,
-                              geometry.merge_size)
+def segment_prompt(tokenizer, plan: SamplingPlan, index: int, grid: tuple[int, int, int],
+                   geometry: PatchGeometry, question: str, system: str = ROUTING_SYSTEM_PROMPT) -> list[int]:
+    times = frame_group_times(plan.model_times(index, grid[0] * geometry.temporal_patch_size), geometry.merge_size)
     return compressor_prompt_ids(tokenizer, question, times, grid[1] * grid[2] // geometry.merge_size**2, system)
 
 
@@ -100,14 +80,14 @@ def absent_questions(video: SyntheticVideo, rng: np.random.Generator, count: int
     return questions
 
 
-def training_answer(question: Question, plan: Plan) -> str:
+def training_answer(question: Question, plan: SamplingPlan) -> str:
     """The target text. Grounding answers name the time tag of the segment that shows most of the event,
     which is what the decoder can read off its input; the other families use the ground truth."""
     if question.family != "grounding":
         return question.answer
-    best = max(range(len(plan.segments)),
-               key=lambda i: sum(start <= t < end for t in plan.frame_times(i) for start, end in question.evidence))
-    return f"At {plan.tag(best)[1:-len(' seconds>')]} seconds."
+    best = max(range(len(plan.segments)), key=lambda i: sum(start <= t < end for t in plan.segment_frame_times(i)
+                                                            for start, end in question.evidence))
+    return f"At {plan.tag_time(best):.1f} seconds."
 
 
 def corpus(videos: list[SyntheticVideo], rng: np.random.Generator) -> Iterator[str]:
@@ -121,7 +101,7 @@ def corpus(videos: list[SyntheticVideo], rng: np.random.Generator) -> Iterator[s
             yield training_answer(question, plan) if question.answer else "No"
             yield "Yes"
         for index in range(0, len(plan.segments), 7):
-            yield describe(video, plan.frame_times(index)) + " " + plan.tag(index)
+            yield describe(video, plan.segment_frame_times(index)) + " " + time_tag(plan.tag_time(index))
 
 
 @dataclass
@@ -129,7 +109,7 @@ class EncodedVideo:
     """A synthetic video with its sampling plan, questions and frozen vision-tower features per segment."""
 
     video: SyntheticVideo
-    plan: Plan
+    plan: SamplingPlan
     questions: list[Question]
     features: list[VisionFeatures]  # float16 on the CPU
 

@@ -32,8 +32,9 @@ from ..compressor import LocalCompressor
 from ..loading import RELEVANCE_FILE, TempoModel, build_model, relevance_metadata, save_pretrained, \
     save_relevance_direction
 from ..patches import normalize
-from ..prompts import DECODER_SYSTEM_PROMPT, decoder_prompt_ids
+from ..prompts import DECODER_SYSTEM_PROMPT, decoder_prompt_ids, time_tag
 from ..synthetic import SyntheticVideo, generate_video, make_questions
+from ..video import SamplingPlan
 from . import data
 from .tiny import train_tokenizer, write_skeleton
 
@@ -153,7 +154,7 @@ class BaseExamples:
             rows, grid = data.segment_pixels(video, plan, index, model.geometry)
             prompt = data.segment_prompt(model.compressor_tokenizer, plan, index, grid, model.geometry,
                                          data.DESCRIBE, system=DECODER_SYSTEM_PROMPT)
-            answer = model.compressor_tokenizer.text(data.describe(video, plan.frame_times(index))) + [self.end]
+            answer = model.compressor_tokenizer.text(data.describe(video, plan.segment_frame_times(index))) + [self.end]
             return rows, grid, prompt, answer
         index, question, label = self._relevance_pair(video, plan, self.questions[v])
         rows, grid = data.segment_pixels(video, plan, index, model.geometry)
@@ -165,12 +166,12 @@ class BaseExamples:
         rng = self.rng
         if rng.random() < 0.5:
             question = questions[int(rng.integers(len(questions)))]
-            hits = [i for i in range(len(plan.segments)) if data.relevant(question, plan.frame_times(i))]
+            hits = [i for i in range(len(plan.segments)) if data.relevant(question, plan.segment_frame_times(i))]
             if hits:
                 return int(rng.choice(hits)), question, True
         candidates = [q for q in questions if q.family != "global"] + data.absent_questions(video, rng, 2)
         question = candidates[int(rng.integers(len(candidates)))]
-        misses = [i for i in range(len(plan.segments)) if not data.relevant(question, plan.frame_times(i))]
+        misses = [i for i in range(len(plan.segments)) if not data.relevant(question, plan.segment_frame_times(i))]
         return int(rng.choice(misses)), question, False
 
 
@@ -207,7 +208,7 @@ def relevance_accuracy(model: TempoModel, encoded: list[data.EncodedVideo]) -> d
             with torch.inference_mode():
                 _, relevance = model.compressor(prompts, vision)
             for i, score in enumerate(relevance.tolist()):
-                label = data.relevant(question, video.plan.frame_times(i))
+                label = data.relevant(question, video.plan.segment_frame_times(i))
                 outcomes[label].append((score > 0.5) == label)
     hits = outcomes[True] + outcomes[False]
     return {"accuracy": float(np.mean(hits)), "true_positive_rate": float(np.mean(outcomes[True])),
@@ -227,12 +228,12 @@ def training_allocation(n: int, k_max: int, rng: np.random.Generator) -> list[in
     return rng.integers(1, k_max + 1, size=n).tolist()
 
 
-def answer_loss(model: TempoModel, memories: torch.Tensor, tokens: list[int], plan: data.Plan, question: str,
+def answer_loss(model: TempoModel, memories: torch.Tensor, tokens: list[int], plan: SamplingPlan, question: str,
                 answer: str) -> torch.Tensor:
     """Decoder loss for one example: time tag + first k_i memory tokens per segment, then the question."""
     tok = model.tokenizer
     kept = [memories[i, :k] for i, k in enumerate(tokens)]
-    visual = model.decoder.visual_sequence(kept, [tok.markup(plan.tag(i)) for i in range(len(tokens))])
+    visual = model.decoder.visual_sequence(kept, [tok.markup(time_tag(plan.tag_time(i))) for i in range(len(tokens))])
     before, after = decoder_prompt_ids(tok, question)
     answer_ids = tok.text(answer) + [tok.token_id("<|im_end|>")]
     embeds = model.decoder.prompt_embeddings(before, visual, after + answer_ids)

@@ -1,0 +1,357 @@
+"""`python -m tempo.bench`: how fast a video file becomes Tempo's answer, ours against the released pipeline's steps.
+
+Both modes run in this process on the same videos (generated once with the ffmpeg that imageio-ffmpeg ships,
+kept under $TEMPO_CACHE/bench). The reference mode follows the released pipeline: every sampled frame decoded at
+full size in one batch, resized one by one, each segment preprocessed on its own, then all segments through the
+compressor in a single batch. Ours streams: decoding, preprocessing and compression overlap, frames are reduced
+as they are decoded, and the question-independent work is cached for follow-up questions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Iterator
+
+import numpy as np
+import psutil
+import torch
+from PIL import Image
+
+from .cache import EncodedSegment, VideoCache
+from .compressor import LocalCompressor
+from .config import GenerationConfig, RunConfig, SamplingConfig
+from .events import Finished, SegmentCompressed
+from .loading import TempoModel, from_pretrained
+from .patches import PatchGeometry, clip_size, normalize, patchify, resize_frames, snap_frame
+from .pipeline import CompressedVideo, StageTimer, compress_batch, prepare_segments, probe, respond, run
+from .prompts import compressor_prompt_ids
+from .video import VideoInfo, fit_long_edge, open_video, uniform_plan
+
+log = logging.getLogger(__name__)
+
+QUESTION = "When does the clock show ten seconds?"
+FOLLOW_UP = "What colour is the moving circle?"
+VIDEOS = {"1-hour": 3600, "10-minute": 600}
+NO_THUMBNAIL = np.zeros((1, 1, 3), np.uint8)
+
+
+# ------------------------------------------------------------------------------------------------ measuring
+
+class PeakMemory:
+    """Peak memory above the level when measuring started: resident memory of this process (sampled every
+    5 ms), or the CUDA allocator's peak when the model is on a GPU."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.process, self.peak = device, psutil.Process(), 0
+
+    def _now(self) -> int:
+        if self.device.type == "cuda":
+            return torch.cuda.max_memory_allocated(self.device)
+        return self.process.memory_info().rss
+
+    @contextmanager
+    def measure(self) -> Iterator["PeakMemory"]:
+        release_memory()
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        baseline = self._now()
+        self.peak, done = baseline, threading.Event()
+
+        def sample() -> None:
+            while not done.wait(0.005):
+                self.peak = max(self.peak, self._now())
+
+        thread = threading.Thread(target=sample, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            done.set()
+            thread.join()
+            self.peak = max(self.peak, self._now()) - baseline
+
+
+def release_memory() -> None:
+    """Give freed memory back to the OS, so one measurement does not start on another's leftovers."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except OSError:
+        pass
+
+
+@contextmanager
+def stopwatch() -> Iterator[dict]:
+    result = {}
+    start = time.perf_counter()
+    try:
+        yield result
+    finally:
+        result["s"] = time.perf_counter() - start
+
+
+# ------------------------------------------------------------------------------------------------ test videos
+
+def make_video(path: str, seconds: int) -> str:
+    """1280x720 30-fps H.264 of ffmpeg's test pattern, with x264's usual B-frames and key frames every 250."""
+    if os.path.isfile(path):
+        return path
+    import imageio_ffmpeg
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    log.info("generating %s (%d s of 720p30, once; this takes a while)", path, seconds)
+    partial = path + ".partial.mp4"
+    subprocess.run([imageio_ffmpeg.get_ffmpeg_exe(), "-y", "-loglevel", "error", "-f", "lavfi", "-i",
+                    f"testsrc2=size=1280x720:rate=30:duration={seconds}", "-c:v", "libx264", "-preset", "veryfast",
+                    "-crf", "32", "-pix_fmt", "yuv420p", partial], check=True)
+    os.replace(partial, path)
+    return path
+
+
+# ------------------------------------------------------------------------------------------------ the reference
+
+def reference_tensors(path: str, sampling: SamplingConfig, geometry: PatchGeometry):
+    """The released preprocessing: decord get_batch of every sampled frame at full size (with the decoding
+    threads infer.py picks), PIL resizing frame by frame, then every segment on its own through qwen-vl-utils'
+    resizes and the processor into float pixel values, concatenated for one compressor batch."""
+    import decord
+
+    cores = len(os.sched_getaffinity(0))
+    reader = decord.VideoReader(path, ctx=decord.cpu(0), num_threads=min(max(1, cores - 1), 16))
+    info = VideoInfo(path, len(reader), reader.get_avg_fps(), 0, 0, "decord")
+    plan = uniform_plan(info, sampling)
+    frames = reader.get_batch(plan.frame_indices).asnumpy()
+    images = [fit_long_edge(Image.fromarray(frame), sampling.long_edge) for frame in frames]
+    pixel_values, grids = [], []
+    for window in plan.segments:
+        clip = [images[i] for i in window]
+        clip = [snap_frame(image, geometry) for image in (clip * 2 if len(clip) == 1 else clip)]
+        clip += clip[-1:] * (len(clip) % 2)
+        video = torch.stack([torch.from_numpy(np.asarray(image).copy()).permute(2, 0, 1) for image in clip])
+        size = clip_size(video.shape[2], video.shape[3], len(clip), geometry)
+        rows, grid = patchify(resize_frames(video, size).float(), geometry)  # the release keeps floats from here
+        pixel_values.append(normalize(rows, geometry))
+        grids.append(grid)
+    return torch.cat(pixel_values), grids, plan, info
+
+
+def reference_answer(model: TempoModel, path: str, question: str, config: RunConfig) -> dict:
+    """The released flow end to end: nothing can be shown before every segment went through one batch."""
+    started = time.perf_counter()
+    pixel_values, grids, plan, info = reference_tensors(path, config.sampling, model.geometry)
+    with torch.inference_mode():
+        vision = model.compressor.encode_vision(pixel_values, grids)
+    del pixel_values
+    segments = [EncodedSegment(i, NO_THUMBNAIL, features) for i, features in enumerate(vision)]
+    memories, relevance = compress_batch(model, segments, question, plan, StageTimer())
+    first_result = time.perf_counter() - started
+    probed, _ = probe(open_video(path), config.sampling)
+    compressed = CompressedVideo(probed, plan, question, list(memories), relevance)
+    finished = list(respond(model, compressed, config, StageTimer()))[-1]
+    return {"first_segment_s": first_result, "total_s": time.perf_counter() - started, "answer": finished.answer,
+            "tokens": [s.tokens for s in finished.segments]}
+
+
+# ------------------------------------------------------------------------------------------------ ours
+
+def ours_tensors(path: str, sampling: SamplingConfig, geometry: PatchGeometry) -> int:
+    """Our file -> compressor-ready tensors: the streamed segments, drained (count returned)."""
+    reader = open_video(path, keyframes_only=sampling.fast_seek)
+    _, plan = probe(reader, sampling)
+    return sum(1 for _ in prepare_segments(path, reader, plan, sampling, geometry, StageTimer()))
+
+
+def ours_answer(model: TempoModel, path: str, question: str, config: RunConfig) -> dict:
+    started, first = time.perf_counter(), None
+    for event in run(model, path, question, config):
+        if isinstance(event, SegmentCompressed) and first is None:
+            first = time.perf_counter() - started
+        if isinstance(event, Finished):
+            return {"first_segment_s": first, "total_s": time.perf_counter() - started, "answer": event.answer,
+                    "tokens": [s.tokens for s in event.segments], "segments": len(event.segments)}
+    raise RuntimeError("the pipeline ended without an answer")
+
+
+def compressor_peak(model: TempoModel, path: str, max_frames: int, memory: PeakMemory) -> int:
+    """Peak memory of one uncached question over the first `max_frames` sampled frames."""
+    cache, model.video_cache = model.video_cache, VideoCache(max_bytes=0)
+    config = RunConfig(sampling=SamplingConfig(max_frames=max_frames), generation=GenerationConfig(max_new_tokens=1))
+    try:
+        with memory.measure():
+            for _ in run(model, path, QUESTION, config):
+                pass
+    finally:
+        model.video_cache = cache
+    return memory.peak
+
+
+def bench_video(model: TempoModel, path: str, memory: PeakMemory) -> dict:
+    """Every figure for one video, ours and the reference's, measured one after the other."""
+    config = RunConfig(generation=GenerationConfig(max_new_tokens=16))
+    sampling, geometry = config.sampling, model.geometry
+    figures: dict = {"video": path}
+
+    with memory.measure(), stopwatch() as clock:
+        segments = ours_tensors(path, sampling, geometry)
+    figures["ours"] = {"tensors_s": clock["s"], "tensors_peak_mb": memory.peak / 2**20}
+    with memory.measure(), stopwatch() as clock:
+        reference = reference_tensors(path, sampling, geometry)
+    figures["reference"] = {"tensors_s": clock["s"], "tensors_peak_mb": memory.peak / 2**20}
+    del reference
+    figures["segments"] = segments
+
+    model.video_cache.clear()
+    figures["ours"]["first"] = ours_answer(model, path, QUESTION, config)
+    figures["ours"]["follow_up"] = ours_answer(model, path, FOLLOW_UP, config)
+    model.video_cache.clear()
+    figures["ours"]["follow_up_uncached"] = ours_answer(model, path, FOLLOW_UP, config)
+    figures["reference"]["first"] = reference_answer(model, path, QUESTION, config)
+    fast = replace(config, sampling=replace(sampling, fast_seek=True))
+    figures["ours"]["fast_seek"] = ours_answer(model, path, QUESTION, fast)
+    figures["ours"]["compressor_peak_mb"] = {n // 8: compressor_peak(model, path, n, memory) / 2**20
+                                            for n in (128, 1024)}
+    return figures
+
+
+# ------------------------------------------------------------------------------------------------ Tempo-6B sizes
+
+QWEN3_VL_2B = {  # the sizes of Qwen3-VL-2B-Instruct, Tempo-6B's compressor (weights random here)
+    "text_config": {"hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 28,
+                    "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+                    "max_position_embeddings": 262144, "rope_theta": 5000000.0,
+                    "rope_scaling": {"rope_type": "default", "mrope_section": [24, 20, 20], "mrope_interleaved": True}},
+    "vision_config": {"depth": 24, "hidden_size": 1024, "intermediate_size": 4096, "num_heads": 16,
+                      "out_hidden_size": 2048, "patch_size": 16, "temporal_patch_size": 2, "spatial_merge_size": 2,
+                      "num_position_embeddings": 2304, "deepstack_visual_indexes": [5, 11, 17]},
+    "image_token_id": 151655, "video_token_id": 151656, "vision_start_token_id": 151652,
+    "vision_end_token_id": 151653,
+}
+
+
+def bench_compressor_at_scale(device: torch.device, segments: int = 64, micro_batches=(1, 4, 8)) -> dict:
+    """Compressor throughput and peak GPU memory at Tempo-6B's sizes (random bf16 weights, 128 memory tokens):
+    micro-batches as we stream them, against all segments in a single batch as released."""
+    from transformers import Qwen3VLConfig
+    from transformers.initialization import no_init_weights
+
+    config = Qwen3VLConfig(**QWEN3_VL_2B)
+    config._attn_implementation = "sdpa"
+    with no_init_weights(), torch.device(device):
+        compressor = LocalCompressor(config, 128).to(torch.bfloat16)
+    for p in compressor.parameters():
+        torch.nn.init.normal_(p, std=0.02)
+    grid = (4, 18, 32)  # an 8-frame segment of 16:9 video after the released resizes (512x288)
+    per_group = grid[1] * grid[2] // 4
+    pixel_rows = torch.randn(grid[0] * grid[1] * grid[2], 1536, device=device)
+    ids = [151644] * 90 + ([151652] + [151656] * per_group + [151653]) * grid[0] + [151645] * 20
+    memory = PeakMemory(device)
+    results = {}
+    for batch in (*micro_batches, segments):
+        def go():
+            for start in range(0, segments, batch):
+                n = min(batch, segments - start)
+                with torch.inference_mode():
+                    vision = compressor.encode_vision(pixel_rows.repeat(n, 1), [grid] * n)
+                    compressor([ids] * n, vision)
+            torch.cuda.synchronize(device)
+        go()  # warm-up
+        with memory.measure(), stopwatch() as clock:
+            go()
+        name = "single batch (released)" if batch == segments else f"micro-batch {batch}"
+        results[name] = {"segments_per_s": segments / clock["s"], "peak_gpu_mb": memory.peak / 2**20}
+    return results
+
+
+# ------------------------------------------------------------------------------------------------ report
+
+def ratios(figures: dict) -> dict:
+    ours, reference = figures["ours"], figures["reference"]
+    peaks = ours["compressor_peak_mb"]
+    return {
+        "preprocess_speedup": reference["tensors_s"] / ours["tensors_s"],
+        "preprocess_rss_reduction": reference["tensors_peak_mb"] / max(ours["tensors_peak_mb"], 1e-9),
+        "followup_speedup": ours["follow_up_uncached"]["total_s"] / ours["follow_up"]["total_s"],
+        "fast_seek_speedup": ours["first"]["total_s"] / ours["fast_seek"]["total_s"],
+        "memory_128_vs_16": peaks[128] / max(peaks[16], 1e-9),
+    }
+
+
+def table(name: str, figures: dict) -> str:
+    ours, reference, r = figures["ours"], figures["reference"], ratios(figures)
+    rows = [
+        ("file -> compressor-ready tensors (s)", reference["tensors_s"], ours["tensors_s"], r["preprocess_speedup"]),
+        ("peak memory of that stage (MB)", reference["tensors_peak_mb"], ours["tensors_peak_mb"],
+         r["preprocess_rss_reduction"]),
+        ("first segment result (s)", reference["first"]["first_segment_s"], ours["first"]["first_segment_s"],
+         reference["first"]["first_segment_s"] / ours["first"]["first_segment_s"]),
+        ("end to end with the model (s)", reference["first"]["total_s"], ours["first"]["total_s"],
+         reference["first"]["total_s"] / ours["first"]["total_s"]),
+        ("follow-up question (s)", ours["follow_up_uncached"]["total_s"], ours["follow_up"]["total_s"],
+         r["followup_speedup"]),
+        ("fast seek instead of exact sampling (s)", ours["first"]["total_s"], ours["fast_seek"]["total_s"],
+         r["fast_seek_speedup"]),
+    ]
+    lines = [f"{name}: {figures['segments']} segments", f"| {'':40} | reference | ours | ratio |", "|---|---|---|---|"]
+    lines += [f"| {label:40} | {a:9.2f} | {b:7.2f} | {ratio:5.1f}x |" for label, a, b, ratio in rows]
+    peaks = ours["compressor_peak_mb"]
+    lines.append(f"compressor peak memory: {peaks[16]:.0f} MB at 16 segments, {peaks[128]:.0f} MB at 128 "
+                 f"({r['memory_128_vs_16']:.2f}x)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tempo.bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="only the 10-minute video (a few minutes)")
+    parser.add_argument("--video", help="benchmark this file instead of the generated videos")
+    parser.add_argument("--model", default=os.environ.get("TEMPO_MODEL"), help="default: the embedded Tempo-Tiny")
+    parser.add_argument("--base", default=os.environ.get("TEMPO_BASE"))
+    parser.add_argument("--device", help="cpu or cuda (default: cuda if available)")
+    parser.add_argument("--json", dest="json_out", help="write the raw figures and ratios here")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    model = from_pretrained(args.model, base=args.base, device=args.device)
+    memory = PeakMemory(model.device)
+    cache = os.path.join(os.environ.get("TEMPO_CACHE", os.path.expanduser("~/.cache/tempo")), "bench")
+    if args.video:
+        videos = {os.path.basename(args.video): args.video}
+    else:
+        chosen = {"10-minute": 600} if args.quick else VIDEOS
+        videos = {name: make_video(os.path.join(cache, f"testsrc2-720p30-{seconds}s.mp4"), seconds)
+                  for name, seconds in chosen.items()}
+    report = {"device": str(model.device), "model": model.spec.name, "cores": len(os.sched_getaffinity(0)),
+              "videos": {}}
+    for name, path in videos.items():
+        log.info("benchmarking %s", name)
+        figures = bench_video(model, path, memory)
+        figures["ratios"] = ratios(figures)
+        report["videos"][name] = figures
+        print(table(name, figures), flush=True)
+    headline = report["videos"][next(iter(videos))]
+    report["ratios"] = headline["ratios"]
+    report["first_segment_s"] = headline["ours"]["first"]["first_segment_s"]
+    if model.device.type == "cuda":
+        report["tempo_6b_compressor"] = bench_compressor_at_scale(model.device)
+        for name, figures in report["tempo_6b_compressor"].items():
+            print(f"Tempo-6B-sized compressor, {name}: {figures['segments_per_s']:.1f} segments/s, "
+                  f"peak {figures['peak_gpu_mb']:.0f} MB")
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=2, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""Decode and preprocess segments on worker threads, delivered in order through bounded queues.
+
+Each worker owns a reader and takes every `workers`-th chunk of consecutive segments, so decoding runs on
+several cores while the compressor works, and no worker gets more than one chunk ahead: memory stays flat
+however long the video is. Decoders and image resizing release the GIL, so threads are enough.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Callable, ContextManager, Iterator, TypeVar
+
+import numpy as np
+
+from .errors import TempoError, VideoError
+from .video import FrameReader, SamplingPlan
+
+Item = TypeVar("Item")
+POLL_S = 0.1
+
+
+@dataclass
+class _Failure:
+    error: BaseException
+
+
+def segment_stream(plan: SamplingPlan, readers: list[Callable[[], FrameReader]],
+                   prepare: Callable[[int, list[np.ndarray]], Item],
+                   stage: Callable[[str], ContextManager] = lambda name: contextlib.nullcontext(),
+                   chunk: int = 4) -> Iterator[Item]:
+    """`prepare(segment_index, frames)` for every segment in order, using one worker per reader factory;
+    decoding is timed under `stage("decode")`."""
+    chunks = [range(start, min(start + chunk, len(plan.segments))) for start in range(0, len(plan.segments), chunk)]
+    workers = max(1, min(len(readers), len(chunks)))
+    queues: list[queue.Queue] = [queue.Queue(maxsize=chunk) for _ in range(workers)]
+    stop = threading.Event()
+
+    def put(worker: int, item: object) -> bool:
+        while not stop.is_set():
+            try:
+                queues[worker].put(item, timeout=POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def work(worker: int) -> None:
+        reader = None
+        try:
+            reader = readers[worker]()
+            for number in range(worker, len(chunks), workers):
+                segments = chunks[number]
+                indices = [plan.frame_indices[i] for s in segments for i in plan.segments[s]]
+                frames = iter(reader.read(indices))
+                for segment in segments:
+                    with stage("decode"):
+                        decoded = [next(frames) for _ in plan.segments[segment]]
+                    item = prepare(segment, decoded)
+                    if not put(worker, item):
+                        return
+        except TempoError as error:  # handed to the consumer, which re-raises it in order
+            put(worker, _Failure(error))
+        except Exception as error:  # a decoder failing part-way through the file
+            put(worker, _Failure(VideoError(f"Decoding failed part-way through the video ({type(error).__name__}: "
+                                            f"{str(error).splitlines()[0] if str(error) else 'no details'}).")))
+        finally:
+            if reader is not None:
+                reader.close()
+
+    threads = [threading.Thread(target=work, args=(w,), name=f"tempo-decode-{w}", daemon=True)
+               for w in range(workers)]
+    for thread in threads:
+        thread.start()
+    try:
+        for number, segments in enumerate(chunks):
+            for _ in segments:
+                item = queues[number % workers].get()
+                if isinstance(item, _Failure):
+                    raise item.error
+                yield item
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()

@@ -1,0 +1,89 @@
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import tempo
+from tempo.config import SamplingConfig
+from tempo.errors import VideoError
+from tempo.pipeline import StageTimer, prepare_segment
+from tempo.stream import segment_stream
+from tempo.video import KeyframeReader, open_video, plan_sampling, uniform_plan
+
+
+@pytest.fixture(scope="module")
+def shapes(fixtures):
+    return str(fixtures / "videos" / "shapes_40s_320x240.mp4")
+
+
+def prepared(video, plan, workers, chunk=2):
+    from tempo.patches import PatchGeometry
+
+    prepare = lambda index, frames: prepare_segment(index, frames, plan, SamplingConfig(), PatchGeometry(), StageTimer())
+    return list(segment_stream(plan, [lambda: open_video(video)] * workers, prepare, chunk=chunk))
+
+
+def test_parallel_decoding_gives_the_same_segments_in_order(shapes):
+    plan = uniform_plan(open_video(shapes).info, SamplingConfig())
+    one, three = prepared(shapes, plan, 1), prepared(shapes, plan, 3)
+    assert [s.index for s in three] == list(range(len(plan.segments))) == [s.index for s in one]
+    for a, b in zip(one, three):
+        assert a.grid == b.grid and torch.equal(a.pixel_rows, b.pixel_rows)
+
+
+def test_leaving_early_stops_the_workers(shapes):
+    plan = uniform_plan(open_video(shapes).info, SamplingConfig())
+    before = threading.active_count()
+    stream = segment_stream(plan, [lambda: open_video(shapes)] * 2, lambda i, frames: i, chunk=1)
+    assert next(stream) == 0
+    stream.close()
+    assert threading.active_count() == before
+
+
+def test_a_decoder_failing_midway_is_a_clear_video_error(shapes):
+    plan = uniform_plan(open_video(shapes).info, SamplingConfig())
+
+    class Failing:
+        def __init__(self):
+            self.inner = open_video(shapes)
+            self.info = self.inner.info
+            self.decoded = 0
+
+        def read(self, indices):
+            for frame in self.inner.read(indices):
+                self.decoded += 1
+                if self.decoded == 12:
+                    raise RuntimeError("corrupt packet")
+                yield frame
+
+        def close(self):
+            self.inner.close()
+
+    stream = segment_stream(plan, [Failing], lambda i, frames: i, chunk=1)
+    assert next(stream) == 0
+    with pytest.raises(VideoError, match="part-way.*corrupt packet"):
+        list(stream)
+
+
+def test_fast_seek_uses_true_key_frame_times(shapes, fixture_model):
+    reader = open_video(shapes, keyframes_only=True)
+    assert isinstance(reader, KeyframeReader)
+    plan = plan_sampling(reader, SamplingConfig())
+    assert plan.keyframes_only and plan.frame_indices == sorted(set(plan.frame_indices))
+    assert all(t in reader.keyframe_times for t in plan.frame_times)
+    assert plan.span(0)[0] == plan.frame_times[0]
+    config = tempo.RunConfig(sampling=SamplingConfig(fast_seek=True), allocation=tempo.AllocationConfig(budget=64),
+                             generation=tempo.GenerationConfig(max_new_tokens=4))
+    finished = tempo.answer(fixture_model, shapes, "When does the red circle appear?", config)
+    assert len(finished.segments) == len(plan.segments)
+    assert finished.video.sampled_frames == len(plan.frame_indices) < 80  # fewer frames than exact sampling
+
+
+def test_key_frames_decode_like_the_exact_reader(shapes):
+    exact, keys = open_video(shapes), open_video(shapes, keyframes_only=True)
+    fps = exact.info.native_fps
+    ordinals = list(range(min(3, len(keys.keyframe_times))))
+    frame_numbers = [round(keys.keyframe_times[k] * fps) for k in ordinals]
+    for a, b in zip(keys.read(ordinals), exact.read(frame_numbers)):
+        assert np.array_equal(a, b)
