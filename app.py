@@ -6,10 +6,12 @@ Model: $TEMPO_MODEL / $TEMPO_BASE (hub id or directory), else the embedded Tempo
 
 from __future__ import annotations
 
+import ctypes
 import html
 import importlib.util
 import json
 import logging
+import math
 import os
 import shutil
 import tempfile
@@ -18,6 +20,32 @@ from pathlib import Path
 from typing import Iterator
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # read when gradio is imported
+
+
+MALLOC_SETTINGS = {  # environment variable: (mallopt option, value)
+    "MALLOC_ARENA_MAX": (-8, 2),  # M_ARENA_MAX
+    "MALLOC_MMAP_THRESHOLD_": (-3, 2**20),  # M_MMAP_THRESHOLD: 1 MiB
+    "MALLOC_TRIM_THRESHOLD_": (-1, 4 * 2**20),  # M_TRIM_THRESHOLD: 4 MiB
+}
+
+
+def tune_malloc() -> None:
+    """Keep a long-running server's memory flat under glibc. By default every thread that allocates gets its own
+    arena (Gradio's ~40 worker threads, the per-request decoding threads), and the mmap and trim thresholds grow
+    with the largest buffer freed so far, so freed memory stays mapped. Under 8 concurrent clients the server's
+    resident memory rose 10-40% above its warm size within 50 requests; with 2 arenas and fixed thresholds it
+    stays within a few percent (tests/test_load.py). A setting given through the environment wins; elsewhere
+    than glibc this does nothing."""
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return
+    for variable, (option, value) in MALLOC_SETTINGS.items():
+        if variable not in os.environ:
+            mallopt(option, value)
+
+
+tune_malloc()  # before gradio and torch start their threads
 ZERO_GPU = bool(os.environ.get("SPACES_ZERO_GPU")) and importlib.util.find_spec("spaces") is not None
 if ZERO_GPU:
     import spaces  # before torch, so that ZeroGPU can take over CUDA initialisation
@@ -31,7 +59,10 @@ from tempo.config import STRATEGIES, TRUNCATIONS
 log = logging.getLogger("tempo.app")
 ROOT = Path(__file__).resolve().parent
 EXAMPLES_FILE = ROOT / "examples" / "examples.json"
-LIMITS = tempo.Limits()
+try:  # $TEMPO_MAX_QUESTION_CHARS, $TEMPO_MAX_UPLOAD_MB, $TEMPO_MAX_DURATION_MIN
+    LIMITS = tempo.Limits.from_env()
+except tempo.TempoError as exc:
+    raise SystemExit(f"error: {exc}") from None
 QUEUE_SIZE = 16  # requests waiting beyond this are refused ("queue is full") instead of piling up
 SEGMENT_REFRESH_S = 0.25  # timeline redraws while compressing; the first and last segment always show
 ANSWER_REFRESH_S = 0.08
@@ -73,7 +104,7 @@ def load_examples() -> list[dict]:
 
 
 def run_config(max_frames: float, budget: float, k_min: float, strategy: str, truncation: str,
-               temperature: float, max_new_tokens: float) -> tempo.RunConfig:
+               temperature: float, max_new_tokens: float, limits: tempo.Limits | None = None) -> tempo.RunConfig:
     """Settings from the widgets or API arguments; the library checks ranges and explains what is wrong."""
     def whole(value: float, name: str) -> int:
         if not (isinstance(value, (int, float)) and float(value).is_integer()):
@@ -86,7 +117,7 @@ def run_config(max_frames: float, budget: float, k_min: float, strategy: str, tr
                                           strategy=strategy, truncation=truncation),
         generation=tempo.GenerationConfig(max_new_tokens=whole(max_new_tokens, "Max new tokens"),
                                           temperature=float(temperature)),
-        limits=LIMITS)
+        limits=limits or LIMITS)
 
 
 def refusal(exc: Exception) -> gr.Error:
@@ -99,6 +130,46 @@ def refusal(exc: Exception) -> gr.Error:
         log.exception("request failed")
         message = f"Something went wrong while processing this video ({type(exc).__name__}). Please try again."
     return gr.Error(message, print_exception=False)  # the server log has the traceback where one helps
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _check_number(slider: gr.Slider, payload: object) -> None:
+    if isinstance(payload, bool) or not isinstance(payload, (int, float)):
+        raise gr.Error(f"{slider.label} must be a number (got {_shown(payload)}).", print_exception=False)
+    if math.isfinite(payload) and not slider.minimum <= payload <= slider.maximum:
+        side = f"less than minimum {slider.minimum:g}" if payload < slider.minimum else \
+            f"greater than maximum {slider.maximum:g}"
+        raise gr.Error(f"{slider.label} {payload:g} is {side} (allowed range {slider.minimum:g}–{slider.maximum:g}).",
+                       print_exception=False)
+
+
+def _check_choice(component: gr.Dropdown | gr.Radio, payload: object) -> None:
+    values = [value for _, value in component.choices]
+    if payload not in values:
+        raise gr.Error(f"{component.label} must be one of {', '.join(map(str, values))} (got {_shown(payload)}).",
+                       print_exception=False)
+
+
+def checked(component: gr.components.Component) -> gr.components.Component:
+    """Check an API value before the component's own preprocessing, naming the setting: Gradio's own checks say
+    only "Value 0 is less than minimum value 64", fail with a generic error on a non-number, and log a traceback.
+    NaN and fractions go on to `run_config` and the library, which explain them. (A wrapper, not a subclass:
+    Gradio writes a .pyi stub beside the module of every component subclass.)"""
+    check = _check_number if isinstance(component, gr.Slider) else _check_choice
+    preprocess = component.preprocess
+
+    def checked_preprocess(payload):
+        check(component, payload)
+        if isinstance(payload, float) and not math.isfinite(payload):
+            return payload
+        return preprocess(payload)
+
+    component.preprocess = checked_preprocess
+    return component
 
 
 # ------------------------------------------------------------------------------------------------ HTML pieces
@@ -153,8 +224,10 @@ def stats_html(result: tempo.Finished, context_truncated: int) -> str:
 
 # ------------------------------------------------------------------------------------------------ the app
 
-def build_demo(model: tempo.TempoModel) -> gr.Blocks:
+def build_demo(model: tempo.TempoModel, limits: tempo.Limits | None = None) -> gr.Blocks:
+    """The app around `model`; `limits` (default: LIMITS, from the environment) guard every request."""
     spec = model.spec
+    limits = limits or LIMITS
 
     @on_gpu
     def events(video: str, question: str, config: tempo.RunConfig) -> Iterator[tempo.events.Event]:
@@ -174,7 +247,7 @@ def build_demo(model: tempo.TempoModel) -> gr.Blocks:
                stats: "", json_file: gr.DownloadButton(visible=False), csv_file: gr.DownloadButton(visible=False)}
         try:
             config = run_config(max_frames, budget, k_min, "off" if no_compression else strategy, truncation,
-                                temperature, max_new_tokens)
+                                temperature, max_new_tokens, limits)
             for event in start(video, question, config):
                 progress.update(event)
                 now = time.perf_counter()
@@ -211,7 +284,8 @@ def build_demo(model: tempo.TempoModel) -> gr.Blocks:
         """JSON for API clients, streamed: partial while compressing (see `stage`), the full result at the end."""
         progress, shown = report.RunProgress(), 0.0
         try:
-            config = run_config(max_frames, budget, k_min, strategy, truncation, temperature, max_new_tokens)
+            config = run_config(max_frames, budget, k_min, strategy, truncation, temperature, max_new_tokens,
+                                limits)
             for event in start(video, question, config):
                 progress.update(event)
                 first = isinstance(event, tempo.SegmentCompressed) and len(progress.segments) == 1
@@ -230,27 +304,30 @@ def build_demo(model: tempo.TempoModel) -> gr.Blocks:
         with gr.Row(equal_height=False):
             with gr.Column(scale=2, min_width=340):
                 video = gr.Video(label="Video", sources=["upload"], height=260, elem_id="tempo-video")
-                question = gr.Textbox(label="Question", lines=2, max_length=LIMITS.max_question_chars,
+                question = gr.Textbox(label="Question", lines=2, max_length=limits.max_question_chars,
                                       placeholder="e.g. When does the speaker show the chart?")
                 run_button = gr.Button("Compress & answer", variant="primary", size="lg")
                 if examples:
                     gr.Examples([[e["video"], e["question"]] for e in examples], inputs=[video, question],
                                 example_labels=[e.get("label") or e["question"] for e in examples])
                 with gr.Accordion("Advanced settings", open=False):
-                    # Integer settings arrive as numbers and are checked by `run_config`, so that API callers
-                    # get the same clear messages as the widgets.
-                    max_frames = gr.Slider(16, 2048, value=tempo.SamplingConfig().max_frames, step=1,
-                                           label="Max sampled frames", info="2 frames per second up to this cap")
-                    budget = gr.Slider(64, 16384, value=spec.visual_token_budget, step=1,
-                                       label="Visual token budget", info="memory tokens shared by all segments")
-                    k_min = gr.Slider(1, spec.num_memory_tokens, value=min(4, spec.num_memory_tokens), step=1,
-                                      label="k_min", info="tokens every segment keeps")
-                    strategy = gr.Dropdown([(STRATEGY_LABELS[s], s) for s in STRATEGIES], value="ata",
-                                           label="Allocation strategy")
-                    truncation = gr.Radio([(TRUNCATION_LABELS[t], t) for t in TRUNCATIONS], value="head",
-                                          label="Intra-segment reduction")
-                    temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature", info="0 = greedy")
-                    max_new_tokens = gr.Slider(1, 2048, value=512, step=1, label="Max new tokens")
+                    # API values are checked by `checked` (range, choices) and `run_config` (whole numbers), so
+                    # that API callers get messages as clear as the widgets'.
+                    max_frames = checked(gr.Slider(16, 2048, value=tempo.SamplingConfig().max_frames, step=1,
+                                                   label="Max sampled frames",
+                                                   info="2 frames per second up to this cap"))
+                    budget = checked(gr.Slider(64, 16384, value=spec.visual_token_budget, step=1,
+                                               label="Visual token budget",
+                                               info="memory tokens shared by all segments"))
+                    k_min = checked(gr.Slider(1, spec.num_memory_tokens, value=min(4, spec.num_memory_tokens), step=1,
+                                              label="k_min", info="tokens every segment keeps"))
+                    strategy = checked(gr.Dropdown([(STRATEGY_LABELS[s], s) for s in STRATEGIES], value="ata",
+                                                   label="Allocation strategy"))
+                    truncation = checked(gr.Radio([(TRUNCATION_LABELS[t], t) for t in TRUNCATIONS], value="head",
+                                                  label="Intra-segment reduction"))
+                    temperature = checked(gr.Slider(0, 2, value=0, step=0.05, label="Temperature",
+                                                    info="0 = greedy"))
+                    max_new_tokens = checked(gr.Slider(1, 2048, value=512, step=1, label="Max new tokens"))
                     no_compression = gr.Checkbox(label="No compression (baseline: keep every memory token)")
             with gr.Column(scale=5):
                 status = gr.HTML()
@@ -276,12 +353,14 @@ def build_demo(model: tempo.TempoModel) -> gr.Blocks:
         api_result = gr.JSON(label="result", visible=False)
         gr.Button(visible=False).click(answer_api, inputs=[video, question, *settings], outputs=api_result,
                                        api_name="answer", concurrency_id="model")
+    demo.tempo_limits = limits  # read by `launch` for the upload limit
     return demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=1)
 
 
 def launch(demo: gr.Blocks, **kwargs) -> tuple:
     """Serve with the offline theme and the upload limit; kwargs go to `Blocks.launch`."""
-    return demo.launch(theme=THEME, css_paths=[ROOT / "app.css"], max_file_size=LIMITS.max_upload_bytes, **kwargs)
+    limits = getattr(demo, "tempo_limits", LIMITS)
+    return demo.launch(theme=THEME, css_paths=[ROOT / "app.css"], max_file_size=limits.max_upload_bytes, **kwargs)
 
 
 if __name__ == "__main__":

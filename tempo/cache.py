@@ -65,6 +65,9 @@ class VideoCache:
         if entry.nbytes > self.max_bytes:
             return
         with self._lock:
+            # A rewritten file (same path and sampling, new size or time) replaces its stale entry.
+            for stale in [k for k in self._entries if (k[0], k[3]) == (key[0], key[3])]:
+                del self._entries[stale]
             self._entries[key] = entry
             self._entries.move_to_end(key)
             while sum(e.nbytes for e in self._entries.values()) > self.max_bytes:

@@ -10,7 +10,7 @@ import sys
 import time
 from typing import TextIO
 
-from .config import STRATEGIES, TRUNCATIONS, AllocationConfig, GenerationConfig, RunConfig, SamplingConfig
+from .config import STRATEGIES, TRUNCATIONS, AllocationConfig, GenerationConfig, Limits, RunConfig, SamplingConfig
 from .errors import TempoError
 from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed, VideoProbed
 
@@ -50,8 +50,17 @@ class Progress:
         self.stream.flush()
 
 
+class UsageError(Exception):
+    """A command line argparse cannot parse (reported by `main` as one `error:` line, status 2)."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse would print the usage and exit; main reports it like other errors
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m tempo", description="Query-aware long-video compression.")
+    parser = Parser(prog="python -m tempo", description="Query-aware long-video compression.")
     commands = parser.add_subparsers(dest="command", required=True)
     infer = commands.add_parser("infer", help="answer a question about a video")
     infer.add_argument("--video", required=True, help="video file (mp4, mkv, webm, ...)")
@@ -78,12 +87,15 @@ def build_parser() -> argparse.ArgumentParser:
 def infer(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from . import loading, pipeline
 
+    limits = Limits.from_env()
+    pipeline.check_question(args.query, limits.max_question_chars)  # before the (slow) model load
     model = loading.from_pretrained(args.model, base=args.base, device=args.device, dtype=args.dtype)
     config = RunConfig(
         sampling=SamplingConfig(max_frames=args.max_frames),
         allocation=AllocationConfig(budget=args.budget if args.budget is not None else model.spec.visual_token_budget,
                                     k_min=args.k_min, strategy=args.strategy, truncation=args.truncation),
         generation=GenerationConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature),
+        limits=limits,
         micro_batch=args.micro_batch,
     )
     progress = Progress(err)
@@ -114,7 +126,11 @@ def infer(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as exc:
+        err.write(f"error: {exc}\n")
+        return 2
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     try:
         return infer(args, out, err)

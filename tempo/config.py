@@ -85,16 +85,25 @@ class Limits:
     @classmethod
     def from_env(cls) -> "Limits":
         """$TEMPO_MAX_QUESTION_CHARS, $TEMPO_MAX_UPLOAD_MB and $TEMPO_MAX_DURATION_MIN override the defaults."""
-        env = os.environ
         default = cls()
-        try:
-            return cls(
-                max_question_chars=int(env.get("TEMPO_MAX_QUESTION_CHARS", default.max_question_chars)),
-                max_upload_bytes=int(float(env.get("TEMPO_MAX_UPLOAD_MB", default.max_upload_bytes / 2**20)) * 2**20),
-                max_duration_s=float(env.get("TEMPO_MAX_DURATION_MIN", default.max_duration_s / 60)) * 60,
-            )
-        except ValueError as exc:
-            raise InputError(f"A TEMPO_MAX_* environment variable is not a number ({exc}).") from None
+
+        def positive(name: str, fallback: float) -> float:
+            text = os.environ.get(name)
+            if text is None:
+                return fallback
+            try:
+                value = float(text)
+            except ValueError:
+                raise InputError(f"{name}={text!r} is not a number.") from None
+            if not (math.isfinite(value) and value > 0):
+                raise InputError(f"{name} must be a positive number (got {text!r}).")
+            return value
+
+        return cls(
+            max_question_chars=int(positive("TEMPO_MAX_QUESTION_CHARS", default.max_question_chars)),
+            max_upload_bytes=int(positive("TEMPO_MAX_UPLOAD_MB", default.max_upload_bytes / 2**20) * 2**20),
+            max_duration_s=positive("TEMPO_MAX_DURATION_MIN", default.max_duration_s / 60) * 60,
+        )
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,13 @@ def check_question(question: str, max_chars: int) -> str:
     return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in question)
 
 
+def _length(seconds: float) -> str:
+    """A video length for messages: hours, minutes or seconds, whichever reads naturally."""
+    if seconds >= 7200:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.1f} min" if seconds >= 120 else f"{seconds:.0f} s"
+
+
 def check_budget(num_segments: int, k_max: int, config: RunConfig) -> None:
     """Fail before any compression if the budget cannot give every segment a token (ATA, uniform)."""
     allocation = config.allocation
@@ -195,8 +202,8 @@ def compress(model: TempoModel, video: str | os.PathLike, question: str, config:
     try:
         with timer.stage("open"):
             if os.path.isfile(video) and os.path.getsize(video) > config.limits.max_upload_bytes:
-                raise InputError(f"The file is {os.path.getsize(video) / 2**20:,.0f} MB; this server accepts up "
-                                 f"to {config.limits.max_upload_bytes / 2**20:,.0f} MB.")
+                raise InputError(f"The file is {os.path.getsize(video) / 2**20:,.1f} MB; this server accepts up "
+                                 f"to {config.limits.max_upload_bytes / 2**20:,.1f} MB.")
             key = VideoCache.key(video, sampling) if os.path.isfile(video) else None
             cached = model.video_cache.get(key) if key else None
             if cached is None:
@@ -205,8 +212,8 @@ def compress(model: TempoModel, video: str | os.PathLike, question: str, config:
             else:
                 probed, plan = cached.probed, cached.plan
         if probed.duration > config.limits.max_duration_s:
-            raise InputError(f"The video lasts {probed.duration / 3600:.1f} h; this server accepts up to "
-                             f"{config.limits.max_duration_s / 3600:.1f} h.")
+            raise InputError(f"The video lasts {_length(probed.duration)}; this server accepts up to "
+                             f"{_length(config.limits.max_duration_s)}.")
         yield probed
         check_budget(probed.num_segments, model.spec.num_memory_tokens, config)
 
@@ -287,7 +294,7 @@ def run(model: TempoModel, video: str | os.PathLike, question: str, config: RunC
     try:
         compressed = yield from compress(model, video, question, config, timer)
         yield from respond(model, compressed, config, timer)
-    except torch.OutOfMemoryError:
+    except (torch.OutOfMemoryError, MemoryError):
         if torch.cuda.is_available():
             torch.cuda.empty_cache()  # let the next request start from a clean slate
         raise ResourceError("Out of memory on this video. Lower max frames, the micro-batch or the budget, "

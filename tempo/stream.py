@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, ContextManager, Iterator, TypeVar
 
 import numpy as np
+import torch
 
 from .errors import TempoError, VideoError
 from .video import FrameReader, SamplingPlan
@@ -61,7 +62,7 @@ def segment_stream(plan: SamplingPlan, readers: list[Callable[[], FrameReader]],
                     item = prepare(segment, decoded)
                     if not put(worker, item):
                         return
-        except TempoError as error:  # handed to the consumer, which re-raises it in order
+        except (TempoError, MemoryError, torch.OutOfMemoryError) as error:  # re-raised by the consumer, in order
             put(worker, _Failure(error))
         except Exception as error:  # a decoder failing part-way through the file
             put(worker, _Failure(VideoError(f"Decoding failed part-way through the video ({type(error).__name__}: "

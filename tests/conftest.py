@@ -36,3 +36,11 @@ def fixture_copy(fixtures, tmp_path) -> Path:
     target = tmp_path / "conformance"
     shutil.copytree(fixtures, target)
     return target
+
+
+@pytest.fixture(scope="session")
+def hostile_media(tmp_path_factory) -> dict[str, Path]:
+    """Hostile and odd media files (tests/media.py), made once per session in pytest's temporary directory."""
+    from media import make_media
+
+    return make_media(tmp_path_factory.mktemp("hostile-media"))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -120,18 +123,26 @@ class EncodedVideo:
 
 def encode_videos(compressor: LocalCompressor, videos: list[SyntheticVideo], max_frames: int,
                   geometry: PatchGeometry, rng: np.random.Generator, batch: int = 8) -> list[EncodedVideo]:
-    """Render, patchify and run the (now frozen) vision tower once per segment."""
+    """Render, patchify and run the (now frozen) vision tower once per segment; segments are rendered on a
+    thread pool (numpy, PIL and torch release the GIL) while the vision tower works through earlier ones."""
     encoded = []
-    for video in videos:
-        plan = plan_video(video, max_frames)
-        features: list[VisionFeatures] = []
-        for start in range(0, len(plan.segments), batch):
-            pixels = [segment_pixels(video, plan, i, geometry)
-                      for i in range(start, min(start + batch, len(plan.segments)))]
-            with torch.inference_mode():
-                out = compressor.encode_vision(normalize(torch.cat([rows for rows, _ in pixels]), geometry),
-                                               [grid for _, grid in pixels])
-            features += [VisionFeatures(f.embeds.half().cpu(), [d.half().cpu() for d in f.deepstack], f.grid)
-                         for f in out]
-        encoded.append(EncodedVideo(video, plan, make_questions(video, rng), features))
+    with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
+        for video in videos:
+            plan = plan_video(video, max_frames)
+            rendered = pool.map(lambda i: segment_pixels(video, plan, i, geometry), range(len(plan.segments)))
+            features = _vision_features(compressor, rendered, geometry, batch)
+            encoded.append(EncodedVideo(video, plan, make_questions(video, rng), features))
     return encoded
+
+
+def _vision_features(compressor: LocalCompressor, rendered: Iterator[tuple[torch.Tensor, tuple[int, int, int]]],
+                     geometry: PatchGeometry, batch: int) -> list[VisionFeatures]:
+    features: list[VisionFeatures] = []
+    rendered = iter(rendered)
+    while pixels := list(itertools.islice(rendered, batch)):
+        with torch.inference_mode():
+            out = compressor.encode_vision(normalize(torch.cat([rows for rows, _ in pixels]), geometry),
+                                           [grid for _, grid in pixels])
+        features += [VisionFeatures(f.embeds.half().cpu(), [d.half().cpu() for d in f.deepstack], f.grid)
+                     for f in out]
+    return features
