@@ -6,6 +6,7 @@ import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,33 +41,41 @@ class VideoEntry:
         return sum(s.nbytes for s in self.segments)
 
 
+class VideoKey(NamedTuple):
+    """A file is the same video while its path, size and modification time are unchanged."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    sampling: SamplingConfig | None
+
+
 class VideoCache:
     """Least-recently-used entries, keyed by file identity and sampling settings, bounded in bytes."""
 
     def __init__(self, max_bytes: int = 2 * 1024**3):
         self.max_bytes = max_bytes
-        self._entries: OrderedDict[tuple, VideoEntry] = OrderedDict()
+        self._entries: OrderedDict[VideoKey, VideoEntry] = OrderedDict()
         self._lock = threading.Lock()
 
     @staticmethod
-    def key(path: str | os.PathLike, sampling: SamplingConfig) -> tuple:
-        """A file is the same video while its path, size and modification time are unchanged."""
+    def key(path: str | os.PathLike, sampling: SamplingConfig) -> VideoKey:
         stat = os.stat(path)
-        return os.path.realpath(path), stat.st_size, stat.st_mtime_ns, sampling
+        return VideoKey(os.path.realpath(path), stat.st_size, stat.st_mtime_ns, sampling)
 
-    def get(self, key: tuple) -> VideoEntry | None:
+    def get(self, key: VideoKey) -> VideoEntry | None:
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
                 self._entries.move_to_end(key)
             return entry
 
-    def put(self, key: tuple, entry: VideoEntry) -> None:
+    def put(self, key: VideoKey, entry: VideoEntry) -> None:
         if entry.nbytes > self.max_bytes:
             return
         with self._lock:
             # A rewritten file (same path and sampling, new size or time) replaces its stale entry.
-            for stale in [k for k in self._entries if (k[0], k[3]) == (key[0], key[3])]:
+            for stale in [k for k in self._entries if (k.path, k.sampling) == (key.path, key.sampling)]:
                 del self._entries[stale]
             self._entries[key] = entry
             self._entries.move_to_end(key)

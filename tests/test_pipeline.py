@@ -84,17 +84,21 @@ def test_follow_up_questions_reuse_the_video_and_match_an_uncached_run(fixture_m
 
 
 def test_cache_is_bounded_and_least_recently_used_goes_first():
-    from tempo.cache import VideoCache
+    from tempo.cache import VideoCache, VideoKey
 
     class Entry:
         def __init__(self, nbytes):
             self.nbytes = nbytes
 
+    a, b, c, huge = (VideoKey(name, 1, 1, None) for name in ("a", "b", "c", "huge"))
     cache = VideoCache(max_bytes=100)
-    cache.put("a", Entry(40))
-    cache.put("b", Entry(40))
-    assert cache.get("a") is not None  # a is now the most recently used
-    cache.put("c", Entry(40))
-    assert cache.get("b") is None and cache.get("a") is not None and cache.get("c") is not None
-    cache.put("huge", Entry(1000))
-    assert cache.get("huge") is None and len(cache) == 2
+    cache.put(a, Entry(40))
+    cache.put(b, Entry(40))
+    assert cache.get(a) is not None  # a is now the most recently used
+    cache.put(c, Entry(40))
+    assert cache.get(b) is None and cache.get(a) is not None and cache.get(c) is not None
+    cache.put(huge, Entry(1000))
+    assert cache.get(huge) is None and len(cache) == 2
+    # a rewritten file replaces its stale entry instead of sitting beside it
+    cache.put(VideoKey("a", 2, 2, None), Entry(10))
+    assert cache.get(a) is None and len(cache) == 2
