@@ -14,14 +14,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def load_app_model(fixtures: Path):
-    """$TEMPO_MODEL / $TEMPO_BASE when set; else the conformance fixtures' tiny random model (every step is
-    real, only its answers are gibberish). Switch the app tests to another default model here."""
+    """$TEMPO_MODEL / $TEMPO_BASE when set; else the embedded Tempo-Tiny, the app's own default."""
     import tempo
 
-    if os.environ.get("TEMPO_MODEL"):
-        return tempo.from_pretrained(os.environ["TEMPO_MODEL"], base=os.environ.get("TEMPO_BASE") or None,
-                                     device="cpu")
-    return tempo.from_pretrained(fixtures / "tempo", base=fixtures / "base" / "tiny-qwen3-vl", device="cpu")
+    return tempo.from_pretrained(os.environ.get("TEMPO_MODEL") or None, base=os.environ.get("TEMPO_BASE") or None,
+                                 device="cpu")
 
 
 def free_port() -> int:

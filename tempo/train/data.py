@@ -21,7 +21,8 @@ from ..video import SamplingPlan, VideoInfo, uniform_plan
 
 NATIVE_FPS = 4.0  # the rate the example mp4s are written at: sampling is emulated on it
 SEGMENT_FRAMES = 8
-DESCRIBE = "List the shapes."
+LIST_BIG = "List the big shapes."
+LIST_SMALL = "List the small shapes."
 
 
 def plan_video(video: SyntheticVideo, max_frames: int) -> SamplingPlan:
@@ -53,20 +54,23 @@ def relevant(question: Question, frame_times: list[float]) -> bool:
     return any(start <= t < end for t in frame_times for start, end in question.evidence)
 
 
-def describe(video: SyntheticVideo, frame_times: list[float]) -> str:
-    """What is visible in these frames: events first, then the scenes' regular shapes, e.g. "red star, blue circle"."""
+def big_shapes(video: SyntheticVideo, frame_times: list[float]) -> str:
+    """The events visible in these frames, e.g. "red star.", or "none."."""
     seen: list[str] = []
     for t in frame_times:
         for event in video.events:
             if event.start <= t < event.end and f"{event.colour} {event.kind}" not in seen:
                 seen.append(f"{event.colour} {event.kind}")
-    for t in frame_times:
-        for scene in video.scenes:
-            if scene.start <= t < scene.end:
-                for shape in scene.shapes:
-                    if f"{shape.colour} {shape.kind}" not in seen:
-                        seen.append(f"{shape.colour} {shape.kind}")
-    return ", ".join(seen) + "."
+    return ", ".join(seen) + "." if seen else "none."
+
+
+def small_shapes(video: SyntheticVideo, frame_times: list[float]) -> str:
+    """The kinds of the moving shapes in these frames' scenes, e.g. "circle, square."."""
+    kinds: list[str] = []
+    for scene in video.scenes:
+        if any(scene.start <= t < scene.end for t in frame_times):
+            kinds += [shape.kind for shape in scene.shapes if shape.kind not in kinds]
+    return ", ".join(kinds) + "."
 
 
 def absent_questions(video: SyntheticVideo, rng: np.random.Generator, count: int) -> list[Question]:
@@ -104,7 +108,9 @@ def corpus(videos: list[SyntheticVideo], rng: np.random.Generator) -> Iterator[s
             yield training_answer(question, plan) if question.answer else "No"
             yield "Yes"
         for index in range(0, len(plan.segments), 7):
-            yield describe(video, plan.segment_frame_times(index)) + " " + time_tag(plan.tag_time(index))
+            times = plan.segment_frame_times(index)
+            yield " ".join([LIST_BIG, big_shapes(video, times), LIST_SMALL, small_shapes(video, times),
+                            time_tag(plan.tag_time(index))])
 
 
 @dataclass

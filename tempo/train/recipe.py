@@ -1,7 +1,8 @@
 """The Tempo-Tiny curriculum: a base pre-training that gives the small VLM its Yes/No relevance prior, then the
 paper's four stages at toy scale, all with the auto-regressive loss only.
 
-  base     vision tower + language model + LM head: Yes/No relevance and "list the shapes" on segments
+  base     vision tower + language model + LM head: Yes/No relevance and listing the shapes seen, first on
+           2-frame clips (cheap, so many steps), then on whole 8-frame segments
   stage 0  memory tokens + projector + decoder (compressor frozen): align on short videos
   stage 1  + the compressor's language model at a lower rate: joint training on short videos
   stage 2  the same on longer videos (up to 256 frames)
@@ -53,22 +54,24 @@ class Recipe:
     medium_videos: int = 60  # 2 - 10 min at <= 256 frames: stage 2
     long_videos: int = 30  # 10 - 60 min at <= 1024 frames: stage 3
     held_out_videos: int = 12  # 30 s - 2.5 min, never trained on: relevance accuracy
-    base_steps: int = 700
-    base_batch: int = 8  # segments per base step
+    clip_steps: int = 3000  # base pre-training on 2-frame clips (a quarter of a segment's cost)
+    clip_batch: int = 16
+    base_steps: int = 400  # then on whole 8-frame segments
+    base_batch: int = 8
     align_steps: int = 400
     joint_steps: int = 500
     longer_steps: int = 150
     long_steps: int = 500
     batch: int = 4  # (video, question) examples per step in stages 0-3
-    base_lr: float = 1e-3
+    base_lr: float = 2e-3
     align_lr: float = 1e-3
     lr: float = 3e-4
     compressor_lr: float = 5e-5
 
     def scaled(self, factor: float) -> "Recipe":
         """The same recipe with `factor` times the videos and steps (for quick trial runs)."""
-        counts = ("short_videos", "medium_videos", "long_videos", "held_out_videos", "base_steps", "align_steps",
-                  "joint_steps", "longer_steps", "long_steps")
+        counts = ("short_videos", "medium_videos", "long_videos", "held_out_videos", "clip_steps", "base_steps",
+                  "align_steps", "joint_steps", "longer_steps", "long_steps")
         return replace(self, **{name: max(2, round(getattr(self, name) * factor)) for name in counts})
 
 
@@ -134,56 +137,73 @@ def answer_positions_loss(logits: torch.Tensor, answer: list[int]) -> torch.Tens
 # ----------------------------------------------------------------------------------------------------- base stage
 
 class BaseExamples:
-    """Segments of synthetic videos with a question for the relevance prior or a request to list the shapes."""
+    """Windows of synthetic videos (2-frame clips or 8-frame segments) with one of three requests: is it relevant
+    to a question (Yes/No; half the time it is), list the big shapes (the events), or list the kinds of the
+    small moving shapes. Windows showing an event are favoured, since events are rare."""
 
-    def __init__(self, model: TempoModel, videos: list[SyntheticVideo], rng: np.random.Generator):
-        self.model, self.rng = model, rng
-        self.plans = [data.plan_video(v, 1024) for v in videos]
+    def __init__(self, model: TempoModel, videos: list[SyntheticVideo], frames: int, rng: np.random.Generator):
+        self.model, self.rng, self.frames = model, rng, frames
         self.videos = videos
+        self.plans = [data.plan_video(v, 1024) for v in videos]
         self.questions = [make_questions(v, rng) for v in videos]
         tok = model.compressor_tokenizer
         self.yes, self.no, self.end = tok.token_id("Yes"), tok.token_id("No"), tok.token_id("<|im_end|>")
 
+    def _window(self, video: SyntheticVideo, plan: SamplingPlan) -> SamplingPlan:
+        last = len(plan.frame_times) - self.frames
+        start = int(self.rng.integers(0, last + 1))
+        if self.rng.random() < 0.5:
+            event = video.events[int(self.rng.integers(len(video.events)))]
+            middle = int(np.argmin([abs(t - (event.start + event.end) / 2) for t in plan.frame_times]))
+            start = min(max(0, middle - self.frames // 2), last)
+        return replace(plan, segments=[range(start, start + self.frames)])
+
     def sample(self) -> tuple[torch.Tensor, tuple[int, int, int], list[int], list[int]]:
-        """(patch rows, grid, prompt ids, answer ids)."""
-        rng, model = self.rng, self.model
+        """(patch rows, grid, prompt ids, answer ids) for one window."""
+        rng, model, tok = self.rng, self.model, self.model.compressor_tokenizer
         v = int(rng.integers(len(self.videos)))
-        video, plan = self.videos[v], self.plans[v]
-        if rng.random() < 0.25:
-            index = int(rng.integers(len(plan.segments)))
-            rows, grid = data.segment_pixels(video, plan, index, model.geometry)
-            prompt = data.segment_prompt(model.compressor_tokenizer, plan, index, grid, model.geometry,
-                                         data.DESCRIBE, system=DECODER_SYSTEM_PROMPT)
-            answer = model.compressor_tokenizer.text(data.describe(video, plan.segment_frame_times(index))) + [self.end]
-            return rows, grid, prompt, answer
-        index, question, label = self._relevance_pair(video, plan, self.questions[v])
-        rows, grid = data.segment_pixels(video, plan, index, model.geometry)
-        prompt = data.segment_prompt(model.compressor_tokenizer, plan, index, grid, model.geometry, question.text)
-        return rows, grid, prompt, [self.yes if label else self.no, self.end]
+        video = self.videos[v]
+        window = self._window(video, self.plans[v])
+        times = window.segment_frame_times(0)
+        rows, grid = data.segment_pixels(video, window, 0, model.geometry)
+        draw = rng.random()
+        if draw < 0.4:
+            request, answer = (data.LIST_BIG, data.big_shapes(video, times)) if draw < 0.25 else \
+                (data.LIST_SMALL, data.small_shapes(video, times))
+            prompt = data.segment_prompt(tok, window, 0, grid, model.geometry, request, system=DECODER_SYSTEM_PROMPT)
+            return rows, grid, prompt, tok.text(answer) + [self.end]
+        question = self._question(video, self.questions[v], times)
+        prompt = data.segment_prompt(tok, window, 0, grid, model.geometry, question.text)
+        return rows, grid, prompt, [self.yes if data.relevant(question, times) else self.no, self.end]
 
-    def _relevance_pair(self, video, plan, questions):
-        """Half positives (a segment showing the evidence), half negatives (hard ones included)."""
-        rng = self.rng
-        if rng.random() < 0.5:
-            question = questions[int(rng.integers(len(questions)))]
-            hits = [i for i in range(len(plan.segments)) if data.relevant(question, plan.segment_frame_times(i))]
-            if hits:
-                return int(rng.choice(hits)), question, True
-        candidates = [q for q in questions if q.family != "global"] + data.absent_questions(video, rng, 2)
-        question = candidates[int(rng.integers(len(candidates)))]
-        misses = [i for i in range(len(plan.segments)) if not data.relevant(question, plan.segment_frame_times(i))]
-        return int(rng.choice(misses)), question, False
+    def _question(self, video: SyntheticVideo, questions: list, times: list[float]):
+        """A question this window answers half of the time; otherwise a random one, often about an absent pair."""
+        visible = [q for q in questions if data.relevant(q, times) and q.family != "global"]
+        if visible and self.rng.random() < 0.5:
+            return visible[int(self.rng.integers(len(visible)))]
+        candidates = questions + data.absent_questions(video, self.rng, 2)
+        return candidates[int(self.rng.integers(len(candidates)))]
 
 
-def pretrain_base(model: TempoModel, head: nn.Linear, videos: list[SyntheticVideo], recipe: Recipe,
-                  rng: np.random.Generator, every: int) -> dict:
+def colour_patch_filters(compressor: LocalCompressor) -> None:
+    """Start three of the tiny ViT's patch filters as mean-R, -G and -B detectors, so colour is visible from the
+    first step (the rest keep their random initialisation)."""
+    weight = compressor.vlm.visual.patch_embed.proj.weight  # [hidden, channels, time, height, width]
+    with torch.no_grad():
+        for channel in range(3):
+            weight[channel].zero_()
+            weight[channel, channel].fill_(4.0 / weight[0, 0].numel())
+
+
+def pretrain_base(model: TempoModel, head: nn.Linear, videos: list[SyntheticVideo], frames: int, steps: int,
+                  batch_size: int, lr: float, rng: np.random.Generator, name: str, every: int) -> dict:
+    """The base Qwen3-VL (vision tower, language model, LM head) on windows of `frames` frames."""
     compressor = model.compressor
-    examples = BaseExamples(model, videos, rng)
-    schedule = Schedule([{"params": list(compressor.vlm.parameters()) + list(head.parameters()),
-                          "lr": recipe.base_lr}], recipe.base_steps)
-    progress = Progress("base", recipe.base_steps, every)
-    for step in range(recipe.base_steps):
-        batch = [examples.sample() for _ in range(recipe.base_batch)]
+    examples = BaseExamples(model, videos, frames, rng)
+    schedule = Schedule([{"params": list(compressor.vlm.parameters()) + list(head.parameters()), "lr": lr}], steps)
+    progress = Progress(name, steps, every)
+    for step in range(steps):
+        batch = [examples.sample() for _ in range(batch_size)]
         pixels = normalize(torch.cat([rows for rows, _, _, _ in batch]), model.geometry)
         vision = compressor.encode_vision(pixels, [grid for _, grid, _, _ in batch])
         hidden, lengths = compressor.hidden_states([prompt + answer for _, _, prompt, answer in batch], vision)
@@ -331,11 +351,16 @@ def train(out_dir: str, recipe: Recipe, device: torch.device, every: int = 50) -
     embed_table = compressor.vlm.language_model.embed_tokens
     head = nn.Linear(embed_table.embedding_dim, embed_table.num_embeddings, bias=False).to(device)
     use_linear_patch_embed(compressor)
+    colour_patch_filters(compressor)
     log.info("Tempo-Tiny: %.2fM compressor + %.2fM decoder parameters, tokenizer of %d tokens",
              sum(p.numel() for p in compressor.parameters()) / 1e6,
              sum(p.numel() for p in model.decoder.parameters()) / 1e6, tokenizer.get_vocab_size())
 
-    report["stages"]["base"] = pretrain_base(model, head, short + long[:5], recipe, rng, every)
+    base_videos = short + long[:5]
+    report["stages"]["base clips"] = pretrain_base(model, head, base_videos, 2, recipe.clip_steps, recipe.clip_batch,
+                                                   recipe.base_lr, rng, "clips", every)
+    report["stages"]["base"] = pretrain_base(model, head, base_videos, data.SEGMENT_FRAMES, recipe.base_steps,
+                                             recipe.base_batch, recipe.base_lr / 2, rng, "base", every)
     save_base(model, head, base_dir)
     tok = model.compressor_tokenizer
     yes, no = tok.token_id("Yes"), tok.token_id("No")
