@@ -31,7 +31,7 @@ from PIL import Image
 from .cache import EncodedSegment, VideoCache
 from .compressor import LocalCompressor
 from .config import GenerationConfig, RunConfig, SamplingConfig
-from .events import Finished, SegmentCompressed
+from .events import AllocationDone, Finished, SegmentCompressed
 from .loading import TempoModel, from_pretrained
 from .patches import PatchGeometry, clip_size, normalize, patchify, resize_frames, snap_frame
 from .pipeline import CompressedVideo, StageTimer, compress_batch, prepare_segments, probe, respond, run
@@ -186,13 +186,17 @@ def ours_answer(model: TempoModel, path: str, question: str, config: RunConfig) 
 
 
 def compressor_peak(model: TempoModel, path: str, max_frames: int, memory: PeakMemory) -> int:
-    """Peak memory of one uncached question over the first `max_frames` sampled frames."""
+    """Peak memory of one uncached question over `max_frames` sampled frames, from opening the file until every
+    segment is compressed and allocated (the decoder's prefill, which grows with the kept tokens, comes after)."""
     cache, model.video_cache = model.video_cache, VideoCache(max_bytes=0)
     config = RunConfig(sampling=SamplingConfig(max_frames=max_frames), generation=GenerationConfig(max_new_tokens=1))
     try:
         with memory.measure():
-            for _ in run(model, path, QUESTION, config):
-                pass
+            events = run(model, path, QUESTION, config)
+            for event in events:
+                if isinstance(event, AllocationDone):
+                    break
+            events.close()
     finally:
         model.video_cache = cache
     return memory.peak

@@ -125,14 +125,22 @@ def encode_segments(model: TempoModel, segments: Iterable[PreparedSegment], micr
             vision = model.compressor.encode_vision(pixel_values, [s.grid for s in batch])
         return [EncodedSegment(s.index, s.thumbnail, v) for s, v in zip(batch, vision)]
 
-    batch: list[PreparedSegment] = []
-    for segment in segments:
-        batch.append(segment)
-        if len(batch) == micro_batch:
-            yield encode(batch)
-            batch = []
-    if batch:
+    for batch in micro_batches(segments, micro_batch):
         yield encode(batch)
+
+
+def micro_batches(items: Iterable, size: int) -> Iterator[list]:
+    """Lists of `size` items, except the first, which holds one item: on a long video the first segment's result
+    then shows as soon as its own frames are decoded, not after `size` segments' worth of video."""
+    batch: list = []
+    limit = 1
+    for item in items:
+        batch.append(item)
+        if len(batch) == limit:
+            yield batch
+            batch, limit = [], size
+    if batch:
+        yield batch
 
 
 def compress_batch(model: TempoModel, batch: list[EncodedSegment], question: str, plan: SamplingPlan,
@@ -222,8 +230,7 @@ def compress(model: TempoModel, video: str | os.PathLike, question: str, config:
             reader = None  # the first decoding worker owns it now
             batches = encode_segments(model, segments, config.micro_batch, timer)
         else:
-            batches = (cached.segments[i:i + config.micro_batch]
-                       for i in range(0, len(cached.segments), config.micro_batch))
+            batches = micro_batches(cached.segments, config.micro_batch)
 
         compressed = CompressedVideo(probed, plan, question, [], [])
         encoded: list[EncodedSegment] | None = [] if cached is None and key is not None else None

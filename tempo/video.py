@@ -239,23 +239,31 @@ class KeyframeReader(PyAVReader):
     def read(self, indices: Sequence[int]) -> Iterator[np.ndarray]:
         import av
 
-        wanted = list(indices)
         ordinal = {pts: i for i, pts in enumerate(self.pts)}
-        position = 0
         with av.open(self._path) as container:
             stream = container.streams.video[0]
             stream.codec_context.skip_frame = "NONKEY"
-            for frame in container.decode(stream):
-                index = ordinal.get(frame.pts)
-                if index is None or index < wanted[position]:
-                    continue
-                rgb = frame.to_ndarray(format="rgb24")
-                while position < len(wanted) and wanted[position] == index:
-                    yield rgb
-                    position += 1
-                if position == len(wanted):
-                    return
-        raise VideoError(f"{os.path.basename(self._path)}: key frame {wanted[position]} could not be decoded.")
+            frames: Iterator = iter(())
+            last = None
+            for index in indices:
+                if index != last:
+                    # Seeking costs one key frame; reading on through a whole GOP of skipped packets costs more,
+                    # unless the wanted key frame is the very next one.
+                    if last is None or index != last + 1:
+                        container.seek(self.pts[index], stream=stream)
+                        frames = container.decode(stream)
+                    rgb = self._next_keyframe(frames, ordinal, index)
+                    last = index
+                yield rgb
+
+    def _next_keyframe(self, frames: Iterator, ordinal: dict, index: int) -> np.ndarray:
+        for frame in frames:
+            found = ordinal.get(frame.pts)
+            if found == index:
+                return frame.to_ndarray(format="rgb24")
+            if found is not None and found > index:
+                break
+        raise VideoError(f"{os.path.basename(self._path)}: key frame {index} could not be decoded.")
 
 
 PARALLEL_MIN_FRAMES = 3000  # below this many frames of video, one decoder is quicker than starting several
