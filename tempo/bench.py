@@ -313,6 +313,9 @@ def table(name: str, figures: dict) -> str:
     peaks = ours["compressor_peak_mb"]
     lines.append(f"compressor peak memory: {peaks[16]:.0f} MB at 16 segments, {peaks[128]:.0f} MB at 128 "
                  f"({r['memory_128_vs_16']:.2f}x)")
+    cached, uncached = ours["follow_up"], ours["follow_up_uncached"]
+    same = (cached["answer"], cached["tokens"]) == (uncached["answer"], uncached["tokens"])
+    lines.append(f"follow-up from the cache: {'the same' if same else 'NOT the same'} allocation and answer as uncached")
     return "\n".join(lines)
 
 

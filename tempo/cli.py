@@ -71,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="base Qwen3-VL directory or hub id (default: $TEMPO_BASE, else the checkpoint's)")
     infer.add_argument("--budget", type=int, help="visual token budget (default: the checkpoint's, 8192 for Tempo-6B)")
     infer.add_argument("--max-frames", type=int, default=1024, help="cap on sampled frames (default 1024)")
+    infer.add_argument("--fast-seek", action="store_true",
+                       help="decode key frames only: an hour in seconds, but not the released sampling")
     infer.add_argument("--k-min", type=int, default=4, help="tokens every segment keeps (default 4)")
     infer.add_argument("--strategy", choices=STRATEGIES, default="ata", help="allocation strategy (default ata)")
     infer.add_argument("--truncation", choices=TRUNCATIONS, default="head", help="intra-segment reduction")
@@ -91,7 +93,7 @@ def infer(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     pipeline.check_question(args.query, limits.max_question_chars)  # before the (slow) model load
     model = loading.from_pretrained(args.model, base=args.base, device=args.device, dtype=args.dtype)
     config = RunConfig(
-        sampling=SamplingConfig(max_frames=args.max_frames),
+        sampling=SamplingConfig(max_frames=args.max_frames, fast_seek=args.fast_seek),
         allocation=AllocationConfig(budget=args.budget if args.budget is not None else model.spec.visual_token_budget,
                                     k_min=args.k_min, strategy=args.strategy, truncation=args.truncation),
         generation=GenerationConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature),
