@@ -249,7 +249,7 @@ def test_cli_fault_mid_request_is_one_error_line(fixtures, hostile_media, monkey
     assert code == 2 and "Traceback" not in err.getvalue()
     errors = [line for line in err.getvalue().splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and errors[0].startswith(f"error: {message}")
-    assert "compressing 4/5" in err.getvalue() and "compressing 5/5" not in err.getvalue()  # failed in the middle
+    assert "compressing 1/5" in err.getvalue() and "compressing 5/5" not in err.getvalue()  # failed in the middle
     assert not decode_threads()
 
 
