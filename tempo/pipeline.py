@@ -25,7 +25,8 @@ from .loading import TempoModel
 from .patches import PatchGeometry, clip_size, even_clip_length, normalize, patchify, resize_frames, snap_frame
 from .prompts import compressor_prompt_ids, decoder_prompt_ids, frame_group_times, time_tag
 from .stream import segment_stream
-from .video import FrameReader, SamplingPlan, decode_workers, fit_long_edge, open_video, plan_sampling
+from .video import (FrameReader, SamplingPlan, decode_workers, fit_long_edge, is_long, open_sparse, open_video,
+                    plan_sampling)
 
 THUMBNAIL_EDGE = 320
 
@@ -106,10 +107,13 @@ def prepare_segments(path: str | os.PathLike, reader: FrameReader, plan: Samplin
                      geometry: PatchGeometry, timer: StageTimer) -> Iterator[PreparedSegment]:
     """Segments in order, decoded and preprocessed on worker threads while the caller compresses earlier ones.
 
-    `reader` (already open) serves the first worker; longer videos get more workers, each with its own reader
-    over a share of the time range."""
-    readers = [lambda: reader] + [partial(open_video, path, keyframes_only=plan.keyframes_only)
-                                  for _ in range(decode_workers(plan) - 1)]
+    `reader` (already open) serves short videos; long ones get a sparse reader per worker, each over a share of
+    the time range."""
+    if is_long(plan):
+        reader.close()
+        readers = [partial(open_sparse, path)] * decode_workers(plan)
+    else:
+        readers = [lambda: reader]
     prepare = partial(prepare_segment, plan=plan, sampling=sampling, geometry=geometry, timer=timer)
     return segment_stream(plan, readers, prepare, timer.stage)
 

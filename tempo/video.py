@@ -266,15 +266,73 @@ class KeyframeReader(PyAVReader):
         raise VideoError(f"{os.path.basename(self._path)}: key frame {index} could not be decoded.")
 
 
+class SparseReader(PyAVReader):
+    """For long videos: decodes each wanted frame plus only the frames others depend on. Frames nothing refers
+    to (most B-frames) are skipped between samples, which is most of the decoding when samples are seconds
+    apart; the frames it returns are the ones the exact reader returns, matched by presentation time."""
+
+    def __init__(self, path: str):
+        super().__init__(path)
+        import av
+
+        with av.open(path) as container:
+            stream = container.streams.video[0]
+            self.pts = sorted(p.pts for p in container.demux(stream) if p.pts is not None and p.size)
+        if len(self.pts) != self.info.total_frames or len(set(self.pts)) != len(self.pts):
+            raise RuntimeError("frame times do not identify frames one to one")
+
+    def read(self, indices: Sequence[int]) -> Iterator[np.ndarray]:
+        import av
+
+        wanted = [self.pts[i] for i in indices]
+        pending = set(wanted)
+        decoded: dict[int, np.ndarray] = {}
+        position = 0
+        with av.open(self._path) as container:
+            stream = container.streams.video[0]
+            stream.thread_type = "AUTO"
+            codec = stream.codec_context
+            container.seek(wanted[0], stream=stream)
+            for packet in container.demux(stream):
+                # Set per packet: the decoder threads take it with the packet they decode.
+                codec.skip_frame = "DEFAULT" if packet.pts in pending else "NONREF"
+                for frame in packet.decode():
+                    if frame.pts in pending:
+                        pending.discard(frame.pts)
+                        decoded[frame.pts] = frame.to_ndarray(format="rgb24")
+                while position < len(wanted) and wanted[position] in decoded:
+                    pts = wanted[position]
+                    position += 1
+                    last_use = position == len(wanted) or wanted[position] != pts  # a frame can be asked twice
+                    yield decoded.pop(pts) if last_use else decoded[pts]
+                if position == len(wanted):
+                    return
+        raise VideoError(f"{os.path.basename(self._path)}: frame {indices[position]} could not be decoded.")
+
+
 PARALLEL_MIN_FRAMES = 3000  # below this many frames of video, one decoder is quicker than starting several
 MAX_DECODE_WORKERS = 4
 
 
+def is_long(plan: SamplingPlan) -> bool:
+    """Long enough that sparse decoding and several decoders pay for their start-up."""
+    return not plan.keyframes_only and plan.frame_indices[-1] >= PARALLEL_MIN_FRAMES
+
+
 def decode_workers(plan: SamplingPlan) -> int:
     """Decoders to run side by side: one per core for long videos, a single one for short videos and fast seek."""
-    if plan.keyframes_only or plan.frame_indices[-1] < PARALLEL_MIN_FRAMES:
+    if not is_long(plan):
         return 1
     return max(1, min(_available_cores(), MAX_DECODE_WORKERS))
+
+
+def open_sparse(path: str | os.PathLike) -> FrameReader:
+    """A SparseReader where the file's frame times allow it, else the exact reader."""
+    try:
+        return SparseReader(os.fspath(path))
+    except Exception as exc:  # unusual timestamps or a PyAV failure: the exact reader still works
+        log.info("sparse decoding unavailable for %s (%s); decoding every frame", path, exc)
+        return open_video(path)
 
 
 def keyframe_plan(keyframe_times: list[float], info: VideoInfo, sampling: SamplingConfig) -> SamplingPlan:

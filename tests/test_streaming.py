@@ -9,7 +9,7 @@ from tempo.config import SamplingConfig
 from tempo.errors import VideoError
 from tempo.pipeline import StageTimer, prepare_segment
 from tempo.stream import segment_stream
-from tempo.video import KeyframeReader, open_video, plan_sampling, uniform_plan
+from tempo.video import KeyframeReader, SparseReader, open_video, plan_sampling, uniform_plan
 
 
 @pytest.fixture(scope="module")
@@ -89,3 +89,14 @@ def test_key_frames_decode_like_the_exact_reader(shapes):
     frame_numbers = [round(keys.keyframe_times[k] * fps) for k in ordinals]
     for a, b in zip(keys.read(ordinals), exact.read(frame_numbers)):
         assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("name", ["shapes_40s_320x240.mp4", "bikes.mp4"])
+def test_sparse_reader_returns_the_exact_readers_frames(fixtures, name):
+    video = str(fixtures / "videos" / name)
+    exact, sparse = open_video(video), SparseReader(video)
+    last = exact.info.total_frames - 1
+    indices = sorted([0, 3, 3, last // 3, last // 2, last - 1, last])  # far apart, repeated, adjacent
+    ours, theirs = list(sparse.read(indices)), list(exact.read(indices))
+    assert len(ours) == len(theirs) == len(indices)
+    assert all(np.array_equal(a, b) for a, b in zip(ours, theirs))
