@@ -107,13 +107,15 @@ def prepare_segments(path: str | os.PathLike, reader: FrameReader, plan: Samplin
                      geometry: PatchGeometry, timer: StageTimer) -> Iterator[PreparedSegment]:
     """Segments in order, decoded and preprocessed on worker threads while the caller compresses earlier ones.
 
-    `reader` (already open) serves short videos; long ones get a sparse reader per worker, each over a share of
-    the time range."""
-    if is_long(plan):
+    `reader` (already open) serves short videos; long ones get a reader per worker, each over a share of the
+    time range: key frames only for fast seek, else a sparse reader."""
+    if not is_long(plan):
+        readers = [lambda: reader]
+    elif plan.keyframes_only:
+        readers = [lambda: reader] + [partial(open_video, path, keyframes_only=True)] * (decode_workers(plan) - 1)
+    else:
         reader.close()
         readers = [partial(open_sparse, path)] * decode_workers(plan)
-    else:
-        readers = [lambda: reader]
     prepare = partial(prepare_segment, plan=plan, sampling=sampling, geometry=geometry, timer=timer)
     return segment_stream(plan, readers, prepare, timer.stage)
 

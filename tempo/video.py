@@ -310,17 +310,17 @@ class SparseReader(PyAVReader):
         raise VideoError(f"{os.path.basename(self._path)}: frame {indices[position]} could not be decoded.")
 
 
-PARALLEL_MIN_FRAMES = 3000  # below this many frames of video, one decoder is quicker than starting several
+PARALLEL_MIN_SECONDS = 100.0  # below this much video, one decoder is quicker than starting several
 MAX_DECODE_WORKERS = 4
 
 
 def is_long(plan: SamplingPlan) -> bool:
     """Long enough that sparse decoding and several decoders pay for their start-up."""
-    return not plan.keyframes_only and plan.frame_indices[-1] >= PARALLEL_MIN_FRAMES
+    return plan.duration >= PARALLEL_MIN_SECONDS
 
 
 def decode_workers(plan: SamplingPlan) -> int:
-    """Decoders to run side by side: one per core for long videos, a single one for short videos and fast seek."""
+    """Decoders to run side by side: one per core for long videos, a single one for short videos."""
     if not is_long(plan):
         return 1
     return max(1, min(_available_cores(), MAX_DECODE_WORKERS))
