@@ -107,15 +107,18 @@ def prepare_segments(path: str | os.PathLike, reader: FrameReader, plan: Samplin
                      geometry: PatchGeometry, timer: StageTimer) -> Iterator[PreparedSegment]:
     """Segments in order, decoded and preprocessed on worker threads while the caller compresses earlier ones.
 
-    `reader` (already open) serves short videos; long ones get a reader per worker, each over a share of the
-    time range: key frames only for fast seek, else a sparse reader."""
-    if not is_long(plan):
-        readers = [lambda: reader]
-    elif plan.keyframes_only:
-        readers = [lambda: reader] + [partial(open_video, path, keyframes_only=True)] * (decode_workers(plan) - 1)
+    `reader` (already open) decodes short videos. Long ones are decoded sparsely where the file allows it, by
+    one worker per core, each over a share of the time range."""
+    if is_long(plan) and not plan.keyframes_only:
+        sparse = open_sparse(path)
+        if sparse is not None:
+            reader.close()
+            reader = sparse
+    workers = decode_workers(plan)
+    if reader.shareable:
+        readers = [lambda: reader] * workers
     else:
-        reader.close()
-        readers = [partial(open_sparse, path)] * decode_workers(plan)
+        readers = [lambda: reader] + [partial(open_video, path)] * (workers - 1)
     prepare = partial(prepare_segment, plan=plan, sampling=sampling, geometry=geometry, timer=timer)
     return segment_stream(plan, readers, prepare, timer.stage)
 

@@ -126,6 +126,7 @@ def fit_long_edge(image: Image.Image, long_edge: int = 512) -> Image.Image:
 
 class FrameReader(Protocol):
     info: VideoInfo
+    shareable: bool  # one instance may serve several decoding threads at once
 
     def read(self, indices: Sequence[int]) -> Iterator[np.ndarray]:
         """Yield the requested frames (sorted indices, repeats allowed) as HxWx3 uint8 RGB arrays."""
@@ -149,6 +150,7 @@ class DecordReader:
     """decord: what the released pipeline uses; its frames are the reference pixels."""
 
     batch = 8
+    shareable = False  # a decord reader keeps its decoding position
 
     def __init__(self, path: str):
         import decord
@@ -175,6 +177,8 @@ class DecordReader:
 
 class PyAVReader:
     """PyAV fallback, used when decord is not installed or cannot open the file."""
+
+    shareable = True  # every read opens its own container
 
     def __init__(self, path: str):
         import av
@@ -326,13 +330,13 @@ def decode_workers(plan: SamplingPlan) -> int:
     return max(1, min(_available_cores(), MAX_DECODE_WORKERS))
 
 
-def open_sparse(path: str | os.PathLike) -> FrameReader:
-    """A SparseReader where the file's frame times allow it, else the exact reader."""
+def open_sparse(path: str | os.PathLike) -> SparseReader | None:
+    """A SparseReader where the file's frame times identify its frames, else None (decode every frame)."""
     try:
         return SparseReader(os.fspath(path))
     except Exception as exc:  # unusual timestamps or a PyAV failure: the exact reader still works
         log.info("sparse decoding unavailable for %s (%s); decoding every frame", path, exc)
-        return open_video(path)
+        return None
 
 
 def keyframe_plan(keyframe_times: list[float], info: VideoInfo, sampling: SamplingConfig) -> SamplingPlan:
