@@ -169,7 +169,7 @@ def reference_answer(model: TempoModel, path: str, question: str, config: RunCon
 
 def ours_tensors(path: str, sampling: SamplingConfig, geometry: PatchGeometry) -> int:
     """Our file -> compressor-ready tensors: the streamed segments, drained (count returned)."""
-    reader = open_video(path, keyframes_only=sampling.fast_seek)
+    reader = open_video(path, keyframes_only=sampling.fast_seek, long_edge=sampling.long_edge)
     _, plan = probe(reader, sampling)
     return sum(1 for _ in prepare_segments(path, reader, plan, sampling, geometry, StageTimer()))
 

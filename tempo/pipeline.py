@@ -224,7 +224,7 @@ def compress(model: TempoModel, video: str | os.PathLike, question: str, config:
             key = VideoCache.key(video, sampling) if os.path.isfile(video) else None
             cached = model.video_cache.get(key) if key else None
             if cached is None:
-                reader = open_video(video, keyframes_only=sampling.fast_seek)
+                reader = open_video(video, keyframes_only=sampling.fast_seek, long_edge=sampling.long_edge)
                 probed, plan = probe(reader, sampling)
             else:
                 probed, plan = cached.probed, cached.plan

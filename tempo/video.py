@@ -113,15 +113,19 @@ def uniform_plan(info: VideoInfo, sampling: SamplingConfig) -> SamplingPlan:
                         info.duration)
 
 
+def long_edge_size(width: int, height: int, long_edge: int = 512) -> tuple[int, int]:
+    """(width, height) with the long edge shrunk to <= `long_edge`, each side rounded to a multiple of 16
+    (released rule); unchanged when it already fits."""
+    if max(width, height) <= long_edge:
+        return width, height
+    ratio = long_edge / max(width, height)
+    return max(16, int(round(width * ratio / 16) * 16)), max(16, int(round(height * ratio / 16) * 16))
+
+
 def fit_long_edge(image: Image.Image, long_edge: int = 512) -> Image.Image:
-    """Shrink so the long edge is <= `long_edge`, each side rounded to a multiple of 16 (released rule)."""
-    w, h = image.size
-    if max(w, h) <= long_edge:
-        return image
-    ratio = long_edge / max(w, h)
-    new_w = max(16, int(round(w * ratio / 16) * 16))
-    new_h = max(16, int(round(h * ratio / 16) * 16))
-    return image.resize((new_w, new_h), resample=Image.Resampling.BICUBIC)
+    """Shrink with PIL bicubic to `long_edge_size` (released rule)."""
+    size = long_edge_size(*image.size, long_edge)
+    return image if size == image.size else image.resize(size, resample=Image.Resampling.BICUBIC)
 
 
 class FrameReader(Protocol):
@@ -226,11 +230,17 @@ class PyAVReader:
 
 
 class KeyframeReader(PyAVReader):
-    """Fast seek: the decoder skips every frame that is not a key frame. `read` takes key-frame ordinals."""
+    """Fast seek: the decoder skips every frame that is not a key frame. `read` takes key-frame ordinals.
 
-    def __init__(self, path: str):
+    With `long_edge`, frames come out already shrunk to `long_edge_size` by FFmpeg's bicubic scaler, in the same
+    pass as the colour conversion: converting full-size frames and then resizing them with PIL took over half of
+    a fast seek. Its pixels differ slightly from PIL's, which fast seek's approximate sampling can afford."""
+
+    def __init__(self, path: str, long_edge: int | None = None):
         super().__init__(path)
         import av
+
+        self.frame_size = long_edge_size(self.info.width, self.info.height, long_edge) if long_edge else None
 
         with av.open(path) as container:
             stream = container.streams.video[0]
@@ -264,7 +274,10 @@ class KeyframeReader(PyAVReader):
         for frame in frames:
             found = ordinal.get(frame.pts)
             if found == index:
-                return frame.to_ndarray(format="rgb24")
+                if self.frame_size is None:
+                    return frame.to_ndarray(format="rgb24")
+                width, height = self.frame_size
+                return frame.to_ndarray(format="rgb24", width=width, height=height, interpolation="BICUBIC")
             if found is not None and found > index:
                 break
         raise VideoError(f"{os.path.basename(self._path)}: key frame {index} could not be decoded.")
@@ -359,9 +372,10 @@ def plan_sampling(reader: FrameReader, sampling: SamplingConfig) -> SamplingPlan
     return uniform_plan(reader.info, sampling)
 
 
-def open_video(path: str | os.PathLike, keyframes_only: bool = False) -> FrameReader:
-    """Open with decord, falling back to PyAV (or key frames only, with PyAV); raise VideoError with a readable
-    reason when neither can read it."""
+def open_video(path: str | os.PathLike, keyframes_only: bool = False,
+               long_edge: int | None = None) -> FrameReader:
+    """Open with decord, falling back to PyAV (or key frames only, with PyAV, shrunk to `long_edge` as they are
+    decoded); raise VideoError with a readable reason when neither can read it."""
     path = os.fspath(path)
     name = os.path.basename(path) or path
     if not os.path.exists(path):
@@ -371,16 +385,18 @@ def open_video(path: str | os.PathLike, keyframes_only: bool = False) -> FrameRe
     if os.path.getsize(path) == 0:
         raise VideoError(f"{name} is empty (0 bytes).")
     errors = []
-    for reader_class in (KeyframeReader,) if keyframes_only else (DecordReader, PyAVReader):
+    openers = {"KeyframeReader": lambda: KeyframeReader(path, long_edge)} if keyframes_only else \
+        {"DecordReader": lambda: DecordReader(path), "PyAVReader": lambda: PyAVReader(path)}
+    for reader_name, opener in openers.items():
         try:
-            reader = reader_class(path)
+            reader = opener()
         except VideoError:
             raise
         except ImportError as exc:
-            errors.append(f"{reader_class.__name__}: not installed ({exc})")
+            errors.append(f"{reader_name}: not installed ({exc})")
             continue
         except Exception as exc:  # decoders raise many unrelated types for broken files
-            errors.append(f"{reader_class.__name__}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+            errors.append(f"{reader_name}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
             continue
         if not (math.isfinite(reader.info.native_fps) and reader.info.native_fps > 0):
             raise VideoError(f"{name} does not declare a usable frame rate, so frames cannot be placed in time.")
