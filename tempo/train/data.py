@@ -123,8 +123,11 @@ class EncodedVideo:
     features: list[VisionFeatures]  # float16 on the CPU
 
     def vision(self, device: torch.device, dtype: torch.dtype) -> list[VisionFeatures]:
-        return [VisionFeatures(f.embeds.to(device, dtype), [d.to(device, dtype) for d in f.deepstack], f.grid)
-                for f in self.features]
+        return [self.segment_vision(i, device, dtype) for i in range(len(self.features))]
+
+    def segment_vision(self, index: int, device: torch.device, dtype: torch.dtype) -> VisionFeatures:
+        f = self.features[index]
+        return VisionFeatures(f.embeds.to(device, dtype), [d.to(device, dtype) for d in f.deepstack], f.grid)
 
 
 def encode_videos(compressor: LocalCompressor, videos: list[SyntheticVideo], max_frames: int,

@@ -3,14 +3,16 @@ paper's four stages at toy scale, all with the auto-regressive loss only.
 
   base     vision tower + language model + LM head: Yes/No relevance and listing the shapes seen, first on
            2-frame clips (cheap, so many steps), then on whole 8-frame segments
-  stage 0  memory tokens + projector + decoder (compressor frozen): align on short videos
+  stage 0  memory tokens + projector + decoder (compressor frozen): align, first by describing single segments
+           from their memories alone (so the decoder must read them), then on questions about short videos
   stage 1  + the compressor's language model at a lower rate: joint training on short videos
   stage 2  the same on longer videos (up to 256 frames)
   stage 3  decoder only, on memories precomputed once for hour-long videos (up to 1024 frames)
 
 The vision tower is frozen after the base stage (as Qwen3-VL's is pre-trained for the real model), so its
 features are computed once per segment; stage 3 likewise reuses memories computed once. During stages 1-3 each
-segment keeps a random number of its first memory tokens, so the decoder learns to read truncated memories.
+segment keeps some of its first memory tokens, so the decoder learns to read truncated memories: often what ATA
+gives it at inference, otherwise random counts.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from torch import nn
 
 from safetensors.torch import save_file
 
+from ..allocation import adaptive_token_allocation
 from ..compressor import LocalCompressor
+from ..config import AllocationConfig
 from ..loading import RELEVANCE_FILE, TempoModel, build_model, relevance_metadata, save_pretrained, \
     save_relevance_direction
 from ..patches import normalize
@@ -54,14 +58,16 @@ class Recipe:
     medium_videos: int = 60  # 2 - 10 min at <= 256 frames: stage 2
     long_videos: int = 30  # 10 - 60 min at <= 1024 frames: stage 3
     held_out_videos: int = 12  # 30 s - 2.5 min, never trained on: relevance accuracy
-    clip_steps: int = 3000  # base pre-training on 2-frame clips (a quarter of a segment's cost)
+    clip_steps: int = 2500  # base pre-training on 2-frame clips (a quarter of a segment's cost)
     clip_batch: int = 16
     base_steps: int = 400  # then on whole 8-frame segments
     base_batch: int = 8
-    align_steps: int = 400
+    caption_steps: int = 1200  # stage 0 on single segments ...
+    caption_batch: int = 16
+    align_steps: int = 300  # ... then on questions about whole short videos
     joint_steps: int = 500
     longer_steps: int = 150
-    long_steps: int = 500
+    long_steps: int = 1600
     batch: int = 4  # (video, question) examples per step in stages 0-3
     base_lr: float = 2e-3
     align_lr: float = 1e-3
@@ -71,7 +77,7 @@ class Recipe:
     def scaled(self, factor: float) -> "Recipe":
         """The same recipe with `factor` times the videos and steps (for quick trial runs)."""
         counts = ("short_videos", "medium_videos", "long_videos", "held_out_videos", "clip_steps", "base_steps",
-                  "align_steps", "joint_steps", "longer_steps", "long_steps")
+                  "caption_steps", "align_steps", "joint_steps", "longer_steps", "long_steps")
         return replace(self, **{name: max(2, round(getattr(self, name) * factor)) for name in counts})
 
 
@@ -238,22 +244,27 @@ def relevance_accuracy(model: TempoModel, encoded: list[data.EncodedVideo]) -> d
 
 # ------------------------------------------------------------------------------------------------- stages 0 - 3
 
-def training_allocation(n: int, k_max: int, rng: np.random.Generator) -> list[int]:
-    """Memory tokens kept per segment in training: all, one shared random count, or a random count each."""
-    draw = rng.random()
-    if draw < 0.25:
+def training_allocation(relevance: list[float], k_max: int, rng: np.random.Generator) -> list[int]:
+    """Memory tokens kept per segment in training: ATA on the model's own relevance at a budget of 1/8 to 1/2
+    of all tokens (what inference gives the decoder), all of them, one shared random count, or a random count
+    each."""
+    n, draw = len(relevance), rng.random()
+    if draw < 0.4:
+        budget = max(n, round(n * k_max * rng.uniform(0.125, 0.5)))
+        return adaptive_token_allocation(relevance, budget, AllocationConfig().k_min, k_max)
+    if draw < 0.55:
         return [k_max] * n
-    if draw < 0.5:
+    if draw < 0.7:
         return [int(rng.integers(1, k_max + 1))] * n
     return rng.integers(1, k_max + 1, size=n).tolist()
 
 
-def answer_loss(model: TempoModel, memories: torch.Tensor, tokens: list[int], plan: SamplingPlan, question: str,
-                answer: str) -> torch.Tensor:
+def answer_loss(model: TempoModel, memories: torch.Tensor, tokens: list[int], tag_times: list[float],
+                question: str, answer: str) -> torch.Tensor:
     """Decoder loss for one example: time tag + first k_i memory tokens per segment, then the question."""
     tok = model.tokenizer
     kept = [memories[i, :k] for i, k in enumerate(tokens)]
-    visual = model.decoder.visual_sequence(kept, [tok.markup(time_tag(plan.tag_time(i))) for i in range(len(tokens))])
+    visual = model.decoder.visual_sequence(kept, [tok.markup(time_tag(t)) for t in tag_times])
     before, after = decoder_prompt_ids(tok, question)
     answer_ids = tok.text(answer) + [tok.token_id("<|im_end|>")]
     embeds = model.decoder.prompt_embeddings(before, visual, after + answer_ids)
@@ -261,14 +272,55 @@ def answer_loss(model: TempoModel, memories: torch.Tensor, tokens: list[int], pl
     return answer_positions_loss(logits, answer_ids)
 
 
-def compress(model: TempoModel, video: data.EncodedVideo, question: str, chunk: int = 16) -> torch.Tensor:
-    """Memories [N, k_max, d_s] of every segment of `video` for `question` (differentiable)."""
+def compress(model: TempoModel, video: data.EncodedVideo, question: str,
+             chunk: int = 16) -> tuple[torch.Tensor, list[float]]:
+    """Memories [N, k_max, d_s] of every segment of `video` for `question` (differentiable), and relevance."""
     tok = model.compressor_tokenizer
     vision = video.vision(model.device, model.dtype)
     prompts = [data.segment_prompt(tok, video.plan, i, f.grid, model.geometry, question)
                for i, f in enumerate(video.features)]
-    return torch.cat([model.compressor(prompts[i:i + chunk], vision[i:i + chunk])[0]
-                      for i in range(0, len(prompts), chunk)])
+    chunks = [model.compressor(prompts[i:i + chunk], vision[i:i + chunk]) for i in range(0, len(prompts), chunk)]
+    return torch.cat([memories for memories, _ in chunks]), torch.cat([r for _, r in chunks]).tolist()
+
+
+def tag_times(plan: SamplingPlan) -> list[float]:
+    """The time tag of every segment, in seconds."""
+    return [plan.tag_time(i) for i in range(len(plan.segments))]
+
+
+def align_captions(model: TempoModel, videos: list[data.EncodedVideo], params: list, recipe: Recipe,
+                   rng: np.random.Generator, every: int) -> dict:
+    """Stage 0a: the decoder describes one segment (its big shapes or its small ones) from that segment's memory
+    tokens alone, often only its first few; half of the segments shown hold an event, which are rare."""
+    tok = model.compressor_tokenizer
+    k_min, k_max = AllocationConfig().k_min, model.spec.num_memory_tokens
+    with_event = [[i for i in range(len(v.plan.segments))
+                   if data.big_shapes(v.video, v.plan.segment_frame_times(i)) != "none."] for v in videos]
+    schedule = Schedule([{"params": params, "lr": recipe.align_lr}], recipe.caption_steps)
+    progress = Progress("stage 0a", recipe.caption_steps, every)
+    for step in range(recipe.caption_steps):
+        examples = []
+        for _ in range(recipe.caption_batch):
+            v = int(rng.integers(len(videos)))
+            video = videos[v]
+            events = with_event[v]
+            index = events[int(rng.integers(len(events)))] if events and rng.random() < 0.5 else \
+                int(rng.integers(len(video.plan.segments)))
+            times = video.plan.segment_frame_times(index)
+            request, answer = (data.LIST_BIG, data.big_shapes(video.video, times)) if rng.random() < 0.6 else \
+                (data.LIST_SMALL, data.small_shapes(video.video, times))
+            tokens = k_max if rng.random() < 0.4 else int(rng.integers(k_min, k_max + 1))
+            examples.append((video, index, request, answer, tokens))
+        vision = [video.segment_vision(index, model.device, model.dtype) for video, index, _, _, _ in examples]
+        prompts = [data.segment_prompt(tok, video.plan, index, features.grid, model.geometry, request)
+                   for (video, index, request, _, _), features in zip(examples, vision)]
+        memories, _ = model.compressor(prompts, vision)
+        loss = sum(answer_loss(model, memories[b:b + 1], [tokens], [video.plan.tag_time(index)], request, answer)
+                   for b, (video, index, request, answer, tokens) in enumerate(examples)) / len(examples)
+        loss.backward()
+        schedule.step()
+        progress.update(step, loss.item())
+    return progress.summary()
 
 
 def train_answers(model: TempoModel, videos: list[data.EncodedVideo], groups: list[dict], steps: int,
@@ -281,10 +333,9 @@ def train_answers(model: TempoModel, videos: list[data.EncodedVideo], groups: li
         for _ in range(recipe.batch):
             video = videos[int(rng.integers(len(videos)))]
             question = video.questions[int(rng.integers(len(video.questions)))]
-            memories = compress(model, video, question.text)
-            n = memories.shape[0]
-            tokens = training_allocation(n, k_max, rng) if truncate else [k_max] * n
-            loss = answer_loss(model, memories, tokens, video.plan, question.text,
+            memories, relevance = compress(model, video, question.text)
+            tokens = training_allocation(relevance, k_max, rng) if truncate else [k_max] * len(relevance)
+            loss = answer_loss(model, memories, tokens, tag_times(video.plan), question.text,
                                data.training_answer(question, video.plan)) / recipe.batch
             loss.backward()
             total += loss.item()
@@ -300,17 +351,17 @@ def train_decoder_long(model: TempoModel, videos: list[data.EncodedVideo], recip
     for video in videos:
         for question in video.questions:
             with torch.inference_mode():
-                memories = compress(model, video, question.text)
-            examples.append((video.plan, question, memories.half().cpu()))
+                memories, relevance = compress(model, video, question.text)
+            examples.append((video.plan, question, memories.half().cpu(), relevance))
     schedule = Schedule([{"params": list(model.decoder.parameters()), "lr": recipe.lr}], recipe.long_steps)
     progress = Progress("stage 3", recipe.long_steps, every)
     k_max = model.spec.num_memory_tokens
     for step in range(recipe.long_steps):
         total = 0.0
         for _ in range(recipe.batch):
-            plan, question, memories = examples[int(rng.integers(len(examples)))]
-            tokens = training_allocation(memories.shape[0], k_max, rng)
-            loss = answer_loss(model, memories.to(model.device, model.dtype), tokens, plan, question.text,
+            plan, question, memories, relevance = examples[int(rng.integers(len(examples)))]
+            tokens = training_allocation(relevance, k_max, rng)
+            loss = answer_loss(model, memories.to(model.device, model.dtype), tokens, tag_times(plan), question.text,
                                data.training_answer(question, plan)) / recipe.batch
             loss.backward()
             total += loss.item()
@@ -387,6 +438,7 @@ def train(out_dir: str, recipe: Recipe, device: torch.device, every: int = 50) -
     language_model = compressor.vlm.language_model
     language_model.requires_grad_(False)
     aligned = [compressor.compression_tokens, *model.decoder.parameters()]
+    report["stages"]["stage 0a"] = align_captions(model, encoded_short + encoded_long, aligned, recipe, rng, every)
     report["stages"]["stage 0"] = train_answers(model, encoded_short, [{"params": aligned, "lr": recipe.align_lr}],
                                                 recipe.align_steps, recipe, rng, "stage 0", every, truncate=False)
     language_model.requires_grad_(True)
