@@ -205,14 +205,13 @@ def check_case(directory: str, name: str, model: TempoModel, report: Report) -> 
     report.exact(name, "allocations", tokens, expected_tokens)
 
     # Decoder inputs.
-    tag_times = [plan.tag_time(i) for i in range(len(segments))]
-    tags = [model.tokenizer.markup(time_tag(t)) for t in tag_times]
+    tags = [model.tokenizer.markup(time_tag(t)) for t in plan.tag_times()]
     report.exact(name, "timestamp_ids", [t for tag in tags for t in tag], tensors["timestamp_ids_flat"])
     report.exact(name, "timestamp_lengths", [len(tag) for tag in tags], tensors["timestamp_lengths"])
     before, after = decoder_prompt_ids(model.tokenizer, query)
     report.exact(name, "decoder_input_ids", before + [IMAGE_TOKEN_INDEX] + after, tensors["decoder_input_ids"][0])
     with torch.inference_mode():
-        embeds, _ = decoder_embeddings(model, memories, tokens, "head", query, tag_times,
+        embeds, _ = decoder_embeddings(model, memories, tokens, "head", query, plan.tag_times(),
                                        case["tokenizer_model_max_length"])
         logits, _ = model.decoder.prefill(embeds)
     report.close(name, "decoder_inputs_embeds", embeds, tensors["decoder_inputs_embeds"][0], TENSOR_ATOL)

@@ -274,10 +274,8 @@ def respond(model: TempoModel, compressed: CompressedVideo, config: RunConfig,
         tokens = allocate(compressed.relevance, allocation.budget, allocation.k_min, k_max, allocation.strategy,
                           allocation.seed)
         context_length = config.context_length or model.spec.context_length
-        plan = compressed.plan
         embeds, cut = decoder_embeddings(model, compressed.memories, tokens, allocation.truncation,
-                                         compressed.question, [plan.tag_time(i) for i in range(len(plan.segments))],
-                                         context_length)
+                                         compressed.question, compressed.plan.tag_times(), context_length)
     yield AllocationDone(tokens, allocation.budget, sum(tokens), allocation.k_min, k_max, allocation.strategy,
                          allocation.truncation, cut)
 

@@ -95,6 +95,10 @@ class SamplingPlan:
             return (times[0] + times[-1]) / 2
         return (index * self.segment_frames + self.segment_frames / 2) / self.real_fps
 
+    def tag_times(self) -> list[float]:
+        """`tag_time` of every segment."""
+        return [self.tag_time(i) for i in range(len(self.segments))]
+
     def span(self, index: int) -> tuple[float, float]:
         """The stretch of video a segment stands for, in seconds."""
         window = self.segments[index]

@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 
 TRAINING_SEEDS = 1_000_000  # training videos use seeds from here on; evaluation uses seeds below it
 WARMUP = 0.03
+K_MIN = AllocationConfig().k_min  # inference's floor, so training truncates memories the way ATA will
 
 
 @dataclass(frozen=True)
@@ -251,7 +252,7 @@ def training_allocation(relevance: list[float], k_max: int, rng: np.random.Gener
     n, draw = len(relevance), rng.random()
     if draw < 0.4:
         budget = max(n, round(n * k_max * rng.uniform(0.125, 0.5)))
-        return adaptive_token_allocation(relevance, budget, AllocationConfig().k_min, k_max)
+        return adaptive_token_allocation(relevance, budget, K_MIN, k_max)
     if draw < 0.55:
         return [k_max] * n
     if draw < 0.7:
@@ -283,17 +284,12 @@ def compress(model: TempoModel, video: data.EncodedVideo, question: str,
     return torch.cat([memories for memories, _ in chunks]), torch.cat([r for _, r in chunks]).tolist()
 
 
-def tag_times(plan: SamplingPlan) -> list[float]:
-    """The time tag of every segment, in seconds."""
-    return [plan.tag_time(i) for i in range(len(plan.segments))]
-
-
 def align_captions(model: TempoModel, videos: list[data.EncodedVideo], params: list, recipe: Recipe,
                    rng: np.random.Generator, every: int) -> dict:
     """Stage 0a: the decoder describes one segment (its big shapes or its small ones) from that segment's memory
     tokens alone, often only its first few; half of the segments shown hold an event, which are rare."""
     tok = model.compressor_tokenizer
-    k_min, k_max = AllocationConfig().k_min, model.spec.num_memory_tokens
+    k_max = model.spec.num_memory_tokens
     with_event = [[i for i in range(len(v.plan.segments))
                    if data.big_shapes(v.video, v.plan.segment_frame_times(i)) != "none."] for v in videos]
     schedule = Schedule([{"params": params, "lr": recipe.align_lr}], recipe.caption_steps)
@@ -309,7 +305,7 @@ def align_captions(model: TempoModel, videos: list[data.EncodedVideo], params: l
             times = video.plan.segment_frame_times(index)
             request, answer = (data.LIST_BIG, data.big_shapes(video.video, times)) if rng.random() < 0.6 else \
                 (data.LIST_SMALL, data.small_shapes(video.video, times))
-            tokens = k_max if rng.random() < 0.4 else int(rng.integers(k_min, k_max + 1))
+            tokens = k_max if rng.random() < 0.4 else int(rng.integers(K_MIN, k_max + 1))
             examples.append((video, index, request, answer, tokens))
         vision = [video.segment_vision(index, model.device, model.dtype) for video, index, _, _, _ in examples]
         prompts = [data.segment_prompt(tok, video.plan, index, features.grid, model.geometry, request)
@@ -335,7 +331,7 @@ def train_answers(model: TempoModel, videos: list[data.EncodedVideo], groups: li
             question = video.questions[int(rng.integers(len(video.questions)))]
             memories, relevance = compress(model, video, question.text)
             tokens = training_allocation(relevance, k_max, rng) if truncate else [k_max] * len(relevance)
-            loss = answer_loss(model, memories, tokens, tag_times(video.plan), question.text,
+            loss = answer_loss(model, memories, tokens, video.plan.tag_times(), question.text,
                                data.training_answer(question, video.plan)) / recipe.batch
             loss.backward()
             total += loss.item()
@@ -361,7 +357,7 @@ def train_decoder_long(model: TempoModel, videos: list[data.EncodedVideo], recip
         for _ in range(recipe.batch):
             plan, question, memories, relevance = examples[int(rng.integers(len(examples)))]
             tokens = training_allocation(relevance, k_max, rng)
-            loss = answer_loss(model, memories.to(model.device, model.dtype), tokens, tag_times(plan), question.text,
+            loss = answer_loss(model, memories.to(model.device, model.dtype), tokens, plan.tag_times(), question.text,
                                data.training_answer(question, plan)) / recipe.batch
             loss.backward()
             total += loss.item()
