@@ -35,7 +35,6 @@ from .events import AllocationDone, Finished, SegmentCompressed
 from .loading import TempoModel, from_pretrained
 from .patches import PatchGeometry, clip_size, normalize, patchify, resize_frames, snap_frame
 from .pipeline import CompressedVideo, StageTimer, compress_batch, prepare_segments, probe, respond, run
-from .prompts import compressor_prompt_ids
 from .video import VideoInfo, fit_long_edge, open_video, uniform_plan
 
 log = logging.getLogger(__name__)
