@@ -3,12 +3,15 @@
 Every video gets one question per family (needle, grounding, counting, global). Each (video, question) is
 compressed once through the real pipeline (the video is written to mp4 and read back), then the same compression
 is allocated by every strategy at the same budget (ablation B) and, for ATA, truncated at the head or the tail
-(ablation C). Seeds are below the range used for training, so no video was seen in training.
+(ablation C). An oracle row runs ATA on the ground-truth relevance instead of the model's: the gap between it and
+ATA is what the compressor's relevance costs, and what is left below it is the decoder's. Seeds are below the
+range used for training, so no video was seen in training.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import math
@@ -59,6 +62,13 @@ def most_allocated_overlaps(finished: Finished, question: Question) -> bool:
     return any(best.start < end and start < best.end for start, end in question.evidence)
 
 
+def oracle_relevance(compressed: CompressedVideo, question: Question) -> list[float]:
+    """1 for the segments that overlap the question's evidence, else 0 (every segment for a global question)."""
+    spans = [compressed.plan.span(i) for i in range(len(compressed.relevance))]
+    return [float(any(start < end_e and start_e < end for start_e, end_e in question.evidence))
+            for start, end in spans]
+
+
 def allocation_shape(tokens: list[int], k_min: int, k_max: int) -> dict[str, float]:
     """How peaked an allocation is: share of segments at the floor, near the ceiling, and normalised entropy."""
     total = sum(tokens)
@@ -75,7 +85,7 @@ def evaluate(model: TempoModel, n: int, seed: int, budget: int | None, min_durat
     if seed < 0 or seed + n > TRAINING_SEEDS:
         raise ValueError(f"evaluation seeds must stay below {TRAINING_SEEDS} (training videos start there)")
     k_max = model.spec.num_memory_tokens
-    variants = [(s, "head") for s in STRATEGIES] + [("ata", "tail")]
+    variants = [(s, "head") for s in STRATEGIES] + [("ata", "tail"), ("oracle", "head")]
     outcomes: dict[tuple[str, str], list[dict]] = defaultdict(list)
     shapes: dict[str, list[dict]] = defaultdict(list)
     examples = []
@@ -87,24 +97,26 @@ def evaluate(model: TempoModel, n: int, seed: int, budget: int | None, min_durat
             compressed: CompressedVideo = _drain(compress(model, path, question.text, base, StageTimer()))
             video_budget = budget or compressed.video.num_segments * k_max // 4
             segment_seconds = base.sampling.segment_frames / compressed.video.real_fps
-            for strategy, truncation in variants:
+            oracle = dataclasses.replace(compressed, relevance=oracle_relevance(compressed, question))
+            for name, truncation in variants:
+                strategy, source = ("ata", oracle) if name == "oracle" else (name, compressed)
                 config = RunConfig(allocation=AllocationConfig(budget=video_budget, strategy=strategy,
                                                                truncation=truncation),
                                    generation=base.generation)
-                finished = list(respond(model, compressed, config, StageTimer()))[-1]
+                finished = list(respond(model, source, config, StageTimer()))[-1]
                 tokens = [s.tokens for s in finished.segments]
-                outcomes[(strategy, truncation)].append({
+                outcomes[(name, truncation)].append({
                     "family": question.family,
                     "correct": is_correct(question, finished.answer, segment_seconds),
                     "localized": None if question.family == "global" else most_allocated_overlaps(finished, question),
                     "tokens_per_frame": finished.tokens_used / compressed.video.sampled_frames,
                 })
-                if (strategy, truncation) == ("ata", "head"):
+                if (name, truncation) == ("ata", "head"):
                     shapes[question.family].append(allocation_shape(tokens, config.allocation.k_min, k_max))
                     examples.append({"seed": video_seed, "duration": round(video.duration, 1),
                                      "family": question.family, "question": question.text,
                                      "expected": question.answer, "answer": finished.answer,
-                                     "correct": outcomes[(strategy, truncation)][-1]["correct"]})
+                                     "correct": outcomes[(name, truncation)][-1]["correct"]})
         log.info("video %d/%d (seed %d, %.0f s): %.0f s elapsed", video_seed - seed + 1, n, video_seed,
                  video.duration, time.perf_counter() - started)
 
@@ -120,6 +132,7 @@ def evaluate(model: TempoModel, n: int, seed: int, budget: int | None, min_durat
     return {
         "strategies": {strategy: summary(outcomes[(strategy, "head")]) for strategy in STRATEGIES},
         "truncation": {truncation: summary(outcomes[("ata", truncation)]) for truncation in ("head", "tail")},
+        "oracle": summary(outcomes[("oracle", "head")]),
         "allocation_shape": {family: {key: float(np.mean([s[key] for s in values])) for key in values[0]}
                              for family, values in shapes.items()},
         "settings": {"model": model.spec.name, "videos": n, "seeds": [seed, seed + n - 1],
@@ -131,11 +144,12 @@ def evaluate(model: TempoModel, n: int, seed: int, budget: int | None, min_durat
 
 
 def format_table(report: dict) -> str:
-    """The README table: one row per strategy, then head vs tail truncation for ATA."""
+    """The README table: one row per strategy, head vs tail truncation for ATA, then the oracle."""
     families = list(FAMILIES)
     header = ["allocation", "accuracy", *families, "localization", "tokens/frame"]
     rows = [("ATA" if name == "ata" else name, r) for name, r in report["strategies"].items()]
     rows += [(f"ATA, {t} truncation", report["truncation"][t]) for t in ("head", "tail")]
+    rows.append(("ATA on true relevance (oracle)", report["oracle"]))
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, r in rows:
         cells = [name, f"{r['accuracy']:.1%}", *[f"{r['per_family'].get(f, float('nan')):.0%}" for f in families],

@@ -1,13 +1,24 @@
-"""The Tempo-Tiny recipe: its allocation sampling, and a whole run at toy scale that must load and reproduce."""
+"""The Tempo-Tiny recipe: its base questions, patch filters and allocation sampling, and a whole run at toy scale
+that must load and reproduce."""
+
+from collections import Counter
 
 import numpy as np
+import pytest
 import torch
 from safetensors.torch import load_file
 
 import tempo
-from tempo.train.recipe import Recipe, train, training_allocation
+from tempo.synthetic import generate_video
+from tempo.train import data
+from tempo.train.recipe import BaseExamples, Recipe, shape_patch_filters, train, training_allocation
 
 K_MAX = 32
+
+
+@pytest.fixture(scope="module")
+def tiny_model():
+    return tempo.from_pretrained(device="cpu")  # this module's own copy: a test below rewrites its filters
 
 
 def test_training_allocations_mix_ata_with_random_counts():
@@ -23,6 +34,47 @@ def test_training_allocations_mix_ata_with_random_counts():
     per_segment = [tuple(d) for d in draws if len(set(d)) > 1 and d not in ata_like]
     assert len(shared) > 10 and len({d[0] for d in shared}) > 5
     assert len(per_segment) > 30 and len(set(per_segment)) == len(per_segment)
+
+
+def test_base_questions_are_labelled_right_and_half_of_the_negatives_are_hard(tiny_model):
+    videos = [generate_video(1_000_000 + i, min_duration=30, max_duration=150) for i in range(12)]
+    examples = BaseExamples(tiny_model, videos, 8, np.random.default_rng(0))
+    kinds = Counter()
+    for _ in range(600):
+        v = int(examples.rng.integers(len(videos)))
+        times = examples._window(videos[v], examples.plans[v]).segment_frame_times(0)
+        question = examples._question(videos[v], examples.questions[v], times)
+        shown = data.big_shapes(videos[v], times)
+        label = data.relevant(question, times)
+        if question.family == "global":
+            kinds["global"] += 1
+            continue
+        # the label agrees with what the window shows: a question names a big shape in it or one that is not
+        named = [event for event in videos[v].events if any(event.start <= t < event.end for t in times)
+                 and (question.text == f"What colour is the {event.kind}?"
+                      or f"the {event.colour} {event.kind} appear" in question.text)]
+        assert label == bool(named), (question.text, shown)
+        kinds["positive" if label else "hard negative" if shown != "none." else "negative"] += 1
+    assert 0.35 < kinds["positive"] / 600 < 0.55
+    assert kinds["hard negative"] > 0.3 * (kinds["hard negative"] + kinds["negative"])
+    assert 0.03 < kinds["global"] / 600 < 0.2
+
+
+def test_shape_filters_see_colour_and_where_a_patch_is_bright(tiny_model):
+    compressor = tiny_model.compressor
+    weight = compressor.vlm.visual.patch_embed.proj.weight
+    before = weight.detach().clone()
+    shape_patch_filters(compressor)
+    channels, frames, size = weight.shape[1], weight.shape[2], weight.shape[-1]
+    red = torch.zeros(channels, frames, size, size)
+    red[0] = 1.0
+    corner = torch.zeros(channels, frames, size, size)
+    corner[:, :, :size // 4, -(size // 4):] = 1.0  # the top-right cell of the 4x4 thumbnail
+    responses = torch.stack([red.flatten(), corner.flatten()]) @ weight.detach().reshape(len(weight), -1).T
+    assert torch.allclose(responses[0, :3], torch.tensor([4.0, 0.0, 0.0]))
+    thumbnail = responses[1, 3:19].reshape(4, 4)
+    assert torch.count_nonzero(thumbnail) == 1 and thumbnail[0, 3] > 0
+    assert torch.equal(weight[19:], before[19:])  # the other filters keep their initialisation
 
 
 def test_recipe_at_toy_scale_trains_a_loadable_reproducible_model(tmp_path):

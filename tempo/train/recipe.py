@@ -38,7 +38,7 @@ from ..loading import RELEVANCE_FILE, TempoModel, build_model, relevance_metadat
     save_relevance_direction
 from ..patches import normalize
 from ..prompts import DECODER_SYSTEM_PROMPT, decoder_prompt_ids, time_tag
-from ..synthetic import SyntheticVideo, generate_video, make_questions
+from ..synthetic import COLOURS, KINDS, Question, SyntheticVideo, generate_video, make_questions
 from ..video import SamplingPlan
 from . import data
 from .tiny import train_tokenizer, write_skeleton
@@ -56,6 +56,7 @@ class Recipe:
 
     seed: int = 0
     short_videos: int = 200  # 30 s - 2.5 min: base pre-training, stages 0 and 1
+    base_videos: int = 2800  # more 30 s - 2.5 min videos, for base pre-training only (see `train`)
     medium_videos: int = 60  # 2 - 10 min at <= 256 frames: stage 2
     long_videos: int = 30  # 10 - 60 min at <= 1024 frames: stage 3
     held_out_videos: int = 12  # 30 s - 2.5 min, never trained on: relevance accuracy
@@ -77,7 +78,7 @@ class Recipe:
 
     def scaled(self, factor: float) -> "Recipe":
         """The same recipe with `factor` times the videos and steps (for quick trial runs)."""
-        counts = ("short_videos", "medium_videos", "long_videos", "held_out_videos", "clip_steps", "base_steps",
+        counts = ("short_videos", "base_videos", "medium_videos", "long_videos", "held_out_videos", "clip_steps", "base_steps",
                   "caption_steps", "align_steps", "joint_steps", "longer_steps", "long_steps")
         return replace(self, **{name: max(2, round(getattr(self, name) * factor)) for name in counts})
 
@@ -145,7 +146,7 @@ def answer_positions_loss(logits: torch.Tensor, answer: list[int]) -> torch.Tens
 
 class BaseExamples:
     """Windows of synthetic videos (2-frame clips or 8-frame segments) with one of three requests: is it relevant
-    to a question (Yes/No; half the time it is), list the big shapes (the events), or list the kinds of the
+    to a question (Yes/No; about half the time it is), list the big shapes (the events), or list the kinds of the
     small moving shapes. Windows showing an event are favoured, since events are rare."""
 
     def __init__(self, model: TempoModel, videos: list[SyntheticVideo], frames: int, rng: np.random.Generator):
@@ -183,23 +184,51 @@ class BaseExamples:
         prompt = data.segment_prompt(tok, window, 0, grid, model.geometry, question.text)
         return rows, grid, prompt, [self.yes if data.relevant(question, times) else self.no, self.end]
 
-    def _question(self, video: SyntheticVideo, questions: list, times: list[float]):
-        """A question this window answers half of the time; otherwise a random one, often about an absent pair."""
-        visible = [q for q in questions if data.relevant(q, times) and q.family != "global"]
-        if visible and self.rng.random() < 0.5:
-            return visible[int(self.rng.integers(len(visible)))]
-        candidates = questions + data.absent_questions(video, self.rng, 2)
-        return candidates[int(self.rng.integers(len(candidates)))]
+    def _question(self, video: SyntheticVideo, questions: list, times: list[float]) -> Question:
+        """Half of the time a question about a big shape in the window, sometimes the global one, otherwise one
+        about a shape that is not there. When the window does show a big shape, that makes a hard negative: the
+        answer hinges on which shape it is, not on whether there is one."""
+        rng = self.rng
+        seen = [(event.kind, event.colour) for event in video.events if any(event.start <= t < event.end
+                                                                           for t in times)]
+        if seen and rng.random() < 0.5:
+            kind, colour = seen[int(rng.integers(len(seen)))]
+            return Question("needle", _shape_question(kind, colour, rng), "", ((0.0, video.duration),))
+        if rng.random() < 0.15:
+            return questions[-1]  # the global question: every segment is relevant to it
+        seen_kinds = {kind for kind, _ in seen}
+        if seen and rng.random() < 0.2:  # the shape is there, but in another colour (a colour question would fit)
+            kind, shown = seen[int(rng.integers(len(seen)))]
+            colour = str(rng.choice([c for c in COLOURS if c != shown]))
+            return Question("grounding", _shape_question(kind, colour, rng, ask_colour=False), "", ())
+        kind, colour = str(rng.choice([k for k in KINDS if k not in seen_kinds])), str(rng.choice(list(COLOURS)))
+        return Question("grounding", _shape_question(kind, colour, rng), "", ())
 
 
-def colour_patch_filters(compressor: LocalCompressor) -> None:
-    """Start three of the tiny ViT's patch filters as mean-R, -G and -B detectors, so colour is visible from the
-    first step (the rest keep their random initialisation)."""
+def _shape_question(kind: str, colour: str, rng: np.random.Generator, ask_colour: bool = True) -> str:
+    """One of the needle, grounding or counting question forms about a (colour, kind) pair."""
+    forms = [f"When does the {colour} {kind} appear?", f"How many times does the {colour} {kind} appear?"]
+    if ask_colour:
+        forms.append(f"What colour is the {kind}?")
+    return forms[int(rng.integers(len(forms)))]
+
+
+def shape_patch_filters(compressor: LocalCompressor, thumbnail: int = 4) -> None:
+    """Start three of the tiny ViT's patch filters as mean-R, -G and -B detectors and the next 16 as a 4x4
+    brightness thumbnail of the patch, so colour and outline are visible from the first step; the rest keep
+    their random initialisation. (From random filters alone, this ViT learned colour but barely any shape.)"""
     weight = compressor.vlm.visual.patch_embed.proj.weight  # [hidden, channels, time, height, width]
+    channels, frames, size = weight.shape[1], weight.shape[2], weight.shape[-1]
+    cell = size // thumbnail
     with torch.no_grad():
-        for channel in range(3):
+        for channel in range(channels):
             weight[channel].zero_()
-            weight[channel, channel].fill_(4.0 / weight[0, 0].numel())
+            weight[channel, channel].fill_(4.0 / (frames * size * size))
+        for i in range(thumbnail * thumbnail):
+            row, column = divmod(i, thumbnail)
+            weight[channels + i].zero_()
+            weight[channels + i, :, :, row * cell:(row + 1) * cell, column * cell:(column + 1) * cell] = \
+                4.0 / (channels * frames * cell * cell)
 
 
 def pretrain_base(model: TempoModel, head: nn.Linear, videos: list[SyntheticVideo], frames: int, steps: int,
@@ -386,6 +415,7 @@ def train(out_dir: str, recipe: Recipe, device: torch.device, every: int = 50) -
     rng = np.random.default_rng(recipe.seed)
     first = TRAINING_SEEDS + recipe.seed * 10_000
     short = _videos(first, recipe.short_videos, 30, 150)
+    more_short = _videos(first + 200, recipe.base_videos, 30, 150)  # seeds up to first + 2999 (medium: 3000)
     medium = _videos(first + 3_000, recipe.medium_videos, 120, 600)
     long = _videos(first + 6_000, recipe.long_videos, 600, 3600)
     held_out = _videos(first + 9_000, recipe.held_out_videos, 30, 150)
@@ -398,12 +428,14 @@ def train(out_dir: str, recipe: Recipe, device: torch.device, every: int = 50) -
     embed_table = compressor.vlm.language_model.embed_tokens
     head = nn.Linear(embed_table.embedding_dim, embed_table.num_embeddings, bias=False).to(device)
     use_linear_patch_embed(compressor)
-    colour_patch_filters(compressor)
+    shape_patch_filters(compressor)
     log.info("Tempo-Tiny: %.2fM compressor + %.2fM decoder parameters, tokenizer of %d tokens",
              sum(p.numel() for p in compressor.parameters()) / 1e6,
              sum(p.numel() for p in model.decoder.parameters()) / 1e6, tokenizer.get_vocab_size())
 
-    base_videos = short + long[:5]
+    # Thousands of videos, not the 200 of stages 0-1: with ~700 events the base model memorised each event's
+    # colour, background and place instead of learning its shape.
+    base_videos = short + more_short + long[:5]
     report["stages"]["base clips"] = pretrain_base(model, head, base_videos, 2, recipe.clip_steps, recipe.clip_batch,
                                                    recipe.base_lr, rng, "clips", every)
     report["stages"]["base"] = pretrain_base(model, head, base_videos, data.SEGMENT_FRAMES, recipe.base_steps,
