@@ -27,7 +27,8 @@ from .config import AllocationConfig, GenerationConfig, RunConfig
 from .events import Finished
 from .loading import TempoModel, from_pretrained
 from .pipeline import CompressedVideo, StageTimer, compress, respond
-from .synthetic import FAMILIES, Question, generate_video, is_correct, make_questions, write_mp4
+from .synthetic import (FAMILIES, Question, generate_video, is_correct, make_questions, segment_relevance,
+                        write_mp4)
 from .train.recipe import TRAINING_SEEDS
 
 log = logging.getLogger(__name__)
@@ -59,14 +60,12 @@ def video_file(seed: int, min_duration: float, max_duration: float, directory: s
 def most_allocated_overlaps(finished: Finished, question: Question) -> bool:
     """Localisation: the segment with the most tokens (ties: the more relevant) overlaps the evidence."""
     best = max(finished.segments, key=lambda s: (s.tokens, s.relevance if s.relevance is not None else 0.0))
-    return any(best.start < end and start < best.end for start, end in question.evidence)
+    return segment_relevance(question, best.start, best.end)
 
 
 def oracle_relevance(compressed: CompressedVideo, question: Question) -> list[float]:
     """1 for the segments that overlap the question's evidence, else 0 (every segment for a global question)."""
-    spans = [compressed.plan.span(i) for i in range(len(compressed.relevance))]
-    return [float(any(start < end_e and start_e < end for start_e, end_e in question.evidence))
-            for start, end in spans]
+    return [float(segment_relevance(question, *compressed.plan.span(i))) for i in range(len(compressed.relevance))]
 
 
 def allocation_shape(tokens: list[int], k_min: int, k_max: int) -> dict[str, float]:

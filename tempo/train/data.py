@@ -16,7 +16,7 @@ from ..compressor import LocalCompressor, VisionFeatures
 from ..patches import PatchGeometry, even_clip_length, model_frame, normalize, patchify
 from ..config import SamplingConfig
 from ..prompts import DECODER_SYSTEM_PROMPT, ROUTING_SYSTEM_PROMPT, compressor_prompt_ids, frame_group_times, time_tag
-from ..synthetic import COLOURS, KINDS, Question, SyntheticVideo, make_questions, occurrences
+from ..synthetic import COLOURS, KINDS, Event, Question, SyntheticVideo, make_questions, occurrences
 from ..video import SamplingPlan, VideoInfo, uniform_plan
 
 NATIVE_FPS = 4.0  # the rate the example mp4s are written at: sampling is emulated on it
@@ -54,13 +54,17 @@ def relevant(question: Question, frame_times: list[float]) -> bool:
     return any(start <= t < end for t in frame_times for start, end in question.evidence)
 
 
+def visible_events(video: SyntheticVideo, frame_times: list[float]) -> list[Event]:
+    """The events shown in any of these frames, in the order they happen."""
+    return [event for event in video.events if any(event.start <= t < event.end for t in frame_times)]
+
+
 def big_shapes(video: SyntheticVideo, frame_times: list[float]) -> str:
     """The events visible in these frames, e.g. "red star.", or "none."."""
     seen: list[str] = []
-    for t in frame_times:
-        for event in video.events:
-            if event.start <= t < event.end and f"{event.colour} {event.kind}" not in seen:
-                seen.append(f"{event.colour} {event.kind}")
+    for event in visible_events(video, frame_times):
+        if f"{event.colour} {event.kind}" not in seen:
+            seen.append(f"{event.colour} {event.kind}")
     return ", ".join(seen) + "." if seen else "none."
 
 

@@ -189,8 +189,7 @@ class BaseExamples:
         about a shape that is not there. When the window does show a big shape, that makes a hard negative: the
         answer hinges on which shape it is, not on whether there is one."""
         rng = self.rng
-        seen = [(event.kind, event.colour) for event in video.events if any(event.start <= t < event.end
-                                                                           for t in times)]
+        seen = [(event.kind, event.colour) for event in data.visible_events(video, times)]
         if seen and rng.random() < 0.5:
             kind, colour = seen[int(rng.integers(len(seen)))]
             return Question("needle", _shape_question(kind, colour, rng), "", ((0.0, video.duration),))
@@ -213,12 +212,13 @@ def _shape_question(kind: str, colour: str, rng: np.random.Generator, ask_colour
     return forms[int(rng.integers(len(forms)))]
 
 
-def shape_patch_filters(compressor: LocalCompressor, thumbnail: int = 4) -> None:
+def shape_patch_filters(compressor: LocalCompressor) -> None:
     """Start three of the tiny ViT's patch filters as mean-R, -G and -B detectors and the next 16 as a 4x4
     brightness thumbnail of the patch, so colour and outline are visible from the first step; the rest keep
     their random initialisation. (From random filters alone, this ViT learned colour but barely any shape.)"""
     weight = compressor.vlm.visual.patch_embed.proj.weight  # [hidden, channels, time, height, width]
     channels, frames, size = weight.shape[1], weight.shape[2], weight.shape[-1]
+    thumbnail = 4
     cell = size // thumbnail
     with torch.no_grad():
         for channel in range(channels):
