@@ -25,7 +25,7 @@ test: $(STAMP) browser
 	$(PY) -m pytest -q
 
 conformance: $(STAMP)
-	$(PY) -m tempo.conformance ../shared/conformance
+	$(PY) -m tempo.conformance tests/fixtures/conformance
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,8 +1,8 @@
 """Check this implementation against fixtures recorded from the released Tempo code.
 
-    python -m tempo.conformance DIR
+    python -m tempo.conformance [DIR]
 
-DIR is laid out like ../shared/conformance (README.md, tempo/, base/<name>/, videos/, cases/, pixels/,
+DIR (default: the repository's tests/fixtures/conformance) is laid out like that set (README.md, tempo/, base/<name>/, videos/, cases/, pixels/,
 ata_vectors.json). Every case and every ATA vector is compared with the recorded values; one line is printed
 per case and quantity with its largest deviation, and the exit status is 1 if anything does not match.
 """
@@ -18,6 +18,7 @@ import os
 import sys
 import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -41,6 +42,7 @@ BLOCK_SUM_RTOL = 1e-4
 MARKUP = ("<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|vision_start|>", "<|vision_end|>", "<|video_pad|>",
           "<|image_pad|>", "<image>")
 IMAGE_TOKEN_INDEX = -200
+DEFAULT_FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "conformance"
 
 
 @dataclass
@@ -239,10 +241,14 @@ def check_case(directory: str, name: str, model: TempoModel, report: Report) -> 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tempo.conformance", description=__doc__.splitlines()[0])
-    parser.add_argument("directory", help="fixture directory (README.md, tempo/, base/, videos/, cases/, ...)")
+    parser.add_argument("directory", nargs="?", default=str(DEFAULT_FIXTURES),
+                        help="fixture directory (README.md, tempo/, base/, videos/, cases/, ...; "
+                             "default: the repository's tests/fixtures/conformance)")
     parser.add_argument("--case", action="append", help="run only these cases (repeatable)")
     args = parser.parse_args(argv)
     directory = args.directory
+    if not os.path.isfile(os.path.join(directory, "ata_vectors.json")):
+        parser.error(f"{directory} is not a conformance fixture set (no ata_vectors.json)")
     torch.manual_seed(0)
     report = Report()
     check_ata_vectors(os.path.join(directory, "ata_vectors.json"), report)

@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
@@ -31,7 +32,16 @@ from .tokenizer import TextTokenizer
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MODEL = str(Path(__file__).resolve().parent.parent / "assets" / "tempo-tiny")
+
+
+def _embedded_model() -> str:
+    """Tempo-Tiny: assets/tempo-tiny in a clone; in an installed library, the copy its wheel put under share/."""
+    clone = Path(__file__).resolve().parent.parent / "assets" / "tempo-tiny"
+    installed = Path(sys.prefix) / "share" / "tempo" / "tempo-tiny"
+    return str(installed if installed.is_dir() and not clone.is_dir() else clone)
+
+
+DEFAULT_MODEL = _embedded_model()
 RELEVANCE_FILE = "relevance_direction.safetensors"
 CHECKPOINT_FILES = ["*.json", "*.safetensors", "*.jinja", "merges.txt", "vocab.json"]
 BASE_FILES = ["config.json", "tokenizer.json", "tokenizer_config.json", "preprocessor_config.json",

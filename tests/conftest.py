@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(os.environ.get("TEMPO_FIXTURES", ROOT.parent / "shared" / "conformance"))
+# The conformance fixtures ship in the repository; $TEMPO_FIXTURES points the tests at another set.
+FIXTURES = Path(os.environ.get("TEMPO_FIXTURES", ROOT / "tests" / "fixtures" / "conformance"))
 
 
 @pytest.fixture(scope="session", autouse=True)
