@@ -1,14 +1,16 @@
 """Tempo: query-aware long-video compression with a small VLM, and the answer a decoder gives from it."""
 
+from .cache import VideoCache
 from .config import AllocationConfig, GenerationConfig, Limits, RunConfig, SamplingConfig
 from .errors import InputError, ModelError, ResourceError, TempoError, VideoError
 from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed, VideoProbed
-from .loading import DEFAULT_MODEL, TempoModel, from_pretrained
+from .loading import DEFAULT_MODEL
+from .model import TempoModel, from_pretrained
 from .pipeline import answer, run
 
 __all__ = [
     "AllocationConfig", "GenerationConfig", "Limits", "RunConfig", "SamplingConfig",
     "InputError", "ModelError", "ResourceError", "TempoError", "VideoError",
     "AllocationDone", "AnswerToken", "Finished", "SegmentCompressed", "VideoProbed",
-    "DEFAULT_MODEL", "TempoModel", "from_pretrained", "answer", "run",
+    "DEFAULT_MODEL", "TempoModel", "VideoCache", "from_pretrained", "answer", "run",
 ]

@@ -13,6 +13,27 @@ import torch
 from .errors import InputError
 
 FLAT_SCORE_RANGE = 1e-8
+STRATEGIES = {  # name: what it does (the app's label); every strategy but "off" keeps to the budget
+    "ata": "ATA (adaptive, the paper's)",
+    "uniform": "uniform share",
+    "topk": "top-k segments",
+    "random": "random segments",
+    "adversarial": "least relevant (adversarial)",
+    "off": "off (every memory token)",
+}
+TRUNCATIONS = {"head": "head (first k tokens)", "tail": "tail (last k tokens)", "merge": "merge (average)"}
+ONE_PER_SEGMENT = ("ata", "uniform")  # strategies that give every segment at least one token
+
+
+def check_budget(num_segments: int, budget: int, strategy: str = "ata", segment_frames: int | None = None) -> None:
+    """Refuse a budget that cannot give every segment one token (ATA, uniform); `segment_frames` adds the max
+    frames that would fit."""
+    if strategy not in ONE_PER_SEGMENT or budget >= num_segments:
+        return
+    advice = f"Raise the budget to at least {num_segments}"
+    advice += f", or lower max frames to {budget * segment_frames} or fewer." if segment_frames else "."
+    raise InputError(f"A budget of {budget} visual tokens cannot keep even one token for each of the "
+                     f"{num_segments} segments. {advice}")
 
 
 def adaptive_token_allocation(relevance: Sequence[float], budget: int, k_min: int, k_max: int) -> list[int]:
@@ -22,8 +43,7 @@ def adaptive_token_allocation(relevance: Sequence[float], budget: int, k_min: in
     Arithmetic is float32 and the remainder order is `torch.argsort`, as in the released implementation.
     """
     n = len(relevance)
-    if budget < n:
-        raise InputError(f"A budget of {budget} tokens cannot keep one token for each of {n} segments.")
+    check_budget(n, budget)
     if n * k_min > budget:  # anchors alone overflow: shrink them so every segment still keeps one
         k_min = max(1, budget // n)
     scores = torch.tensor(relevance, dtype=torch.float32)
@@ -57,10 +77,9 @@ def allocate(relevance: Sequence[float], budget: int, k_min: int, k_max: int,
     if strategy == "off":
         return [k_max] * n
     if strategy == "uniform":
-        if budget < n:
-            raise InputError(f"A budget of {budget} tokens cannot keep one token for each of {n} segments.")
+        check_budget(n, budget, strategy)
         return [min(k_max, budget // n)] * n
-    if strategy not in ("topk", "random", "adversarial"):
+    if strategy not in STRATEGIES:
         raise InputError(f"Unknown allocation strategy {strategy!r}.")
     kept_count = min(n, max(1, budget // k_max))
     per_segment = min(k_max, budget // kept_count)
@@ -86,7 +105,7 @@ def reduce_memory(memory: torch.Tensor, k: int, truncation: str = "head") -> tor
         return memory[memory.shape[0] - k:]
     if truncation == "merge":
         return merge_tokens(memory, k)
-    raise InputError(f"Unknown truncation {truncation!r}.")
+    raise InputError(f"Unknown truncation {truncation!r}; choose one of {', '.join(TRUNCATIONS)}.")
 
 
 def merge_tokens(tokens: torch.Tensor, k: int) -> torch.Tensor:

@@ -32,7 +32,7 @@ from .cache import EncodedSegment, VideoCache
 from .compressor import LocalCompressor
 from .config import GenerationConfig, RunConfig, SamplingConfig
 from .events import AllocationDone, Finished, SegmentCompressed
-from .loading import TempoModel, from_pretrained
+from .model import TempoModel, from_pretrained
 from .patches import PatchGeometry, clip_size, normalize, patchify, resize_frames, snap_frame
 from .pipeline import CompressedVideo, StageTimer, compress_batch, prepare_segments, probe, respond, run
 from .video import VideoInfo, fit_long_edge, open_video, uniform_plan
@@ -173,9 +173,9 @@ def ours_tensors(path: str, sampling: SamplingConfig, geometry: PatchGeometry) -
     return sum(1 for _ in prepare_segments(path, reader, plan, sampling, geometry, StageTimer()))
 
 
-def ours_answer(model: TempoModel, path: str, question: str, config: RunConfig) -> dict:
+def ours_answer(model: TempoModel, path: str, question: str, config: RunConfig, cache: VideoCache) -> dict:
     started, first = time.perf_counter(), None
-    for event in run(model, path, question, config):
+    for event in run(model, path, question, config, cache):
         if isinstance(event, SegmentCompressed) and first is None:
             first = time.perf_counter() - started
         if isinstance(event, Finished):
@@ -187,17 +187,13 @@ def ours_answer(model: TempoModel, path: str, question: str, config: RunConfig) 
 def compressor_peak(model: TempoModel, path: str, max_frames: int, memory: PeakMemory) -> int:
     """Peak memory of one uncached question over `max_frames` sampled frames, from opening the file until every
     segment is compressed and allocated (the decoder's prefill, which grows with the kept tokens, comes after)."""
-    cache, model.video_cache = model.video_cache, VideoCache(max_bytes=0)
     config = RunConfig(sampling=SamplingConfig(max_frames=max_frames), generation=GenerationConfig(max_new_tokens=1))
-    try:
-        with memory.measure():
-            events = run(model, path, QUESTION, config)
-            for event in events:
-                if isinstance(event, AllocationDone):
-                    break
-            events.close()
-    finally:
-        model.video_cache = cache
+    with memory.measure():
+        events = run(model, path, QUESTION, config, cache=VideoCache(max_bytes=0))
+        for event in events:
+            if isinstance(event, AllocationDone):
+                break
+        events.close()
     return memory.peak
 
 
@@ -216,14 +212,13 @@ def bench_video(model: TempoModel, path: str, memory: PeakMemory) -> dict:
     del reference
     figures["segments"] = segments
 
-    model.video_cache.clear()
-    figures["ours"]["first"] = ours_answer(model, path, QUESTION, config)
-    figures["ours"]["follow_up"] = ours_answer(model, path, FOLLOW_UP, config)
-    model.video_cache.clear()
-    figures["ours"]["follow_up_uncached"] = ours_answer(model, path, FOLLOW_UP, config)
+    cache = VideoCache()
+    figures["ours"]["first"] = ours_answer(model, path, QUESTION, config, cache)
+    figures["ours"]["follow_up"] = ours_answer(model, path, FOLLOW_UP, config, cache)
+    figures["ours"]["follow_up_uncached"] = ours_answer(model, path, FOLLOW_UP, config, VideoCache())
     figures["reference"]["first"] = reference_answer(model, path, QUESTION, config)
     fast = replace(config, sampling=replace(sampling, fast_seek=True))
-    figures["ours"]["fast_seek"] = ours_answer(model, path, QUESTION, fast)
+    figures["ours"]["fast_seek"] = ours_answer(model, path, QUESTION, fast, VideoCache())
     figures["ours"]["compressor_peak_mb"] = {n // 8: compressor_peak(model, path, n, memory) / 2**20
                                             for n in (128, 1024)}
     return figures

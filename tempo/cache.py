@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -88,3 +89,18 @@ class VideoCache:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+
+
+# Entries hold one model's vision features, so a cache serves one model. Library calls that pass no cache share
+# one per model, kept only as long as the model lives; servers own theirs.
+_model_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_model_caches_lock = threading.Lock()
+
+
+def default_cache(model: object) -> VideoCache:
+    """The cache `tempo.run` uses for `model` when the caller passes none."""
+    with _model_caches_lock:
+        cache = _model_caches.get(model)
+        if cache is None:
+            cache = _model_caches[model] = VideoCache()
+        return cache

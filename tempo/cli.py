@@ -11,6 +11,8 @@ import time
 from typing import TextIO
 
 from .config import STRATEGIES, TRUNCATIONS, AllocationConfig, GenerationConfig, Limits, RunConfig, SamplingConfig
+
+SAMPLING, ALLOCATION, GENERATION, RUN = SamplingConfig(), AllocationConfig(), GenerationConfig(), RunConfig()
 from .errors import TempoError
 from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed, VideoProbed
 
@@ -69,16 +71,23 @@ def build_parser() -> argparse.ArgumentParser:
                        help="checkpoint directory or hub id (default: $TEMPO_MODEL, else the embedded Tempo-Tiny)")
     infer.add_argument("--base", default=os.environ.get("TEMPO_BASE"),
                        help="base Qwen3-VL directory or hub id (default: $TEMPO_BASE, else the checkpoint's)")
-    infer.add_argument("--budget", type=int, help="visual token budget (default: the checkpoint's, 8192 for Tempo-6B)")
-    infer.add_argument("--max-frames", type=int, default=1024, help="cap on sampled frames (default 1024)")
+    infer.add_argument("--budget", type=int, default=ALLOCATION.budget,
+                       help="visual token budget (default: the checkpoint's, 8192 for Tempo-6B)")
+    infer.add_argument("--max-frames", type=int, default=SAMPLING.max_frames,
+                       help=f"cap on sampled frames (default {SAMPLING.max_frames})")
     infer.add_argument("--fast-seek", action="store_true",
                        help="decode key frames only: an hour in seconds, but not the released sampling")
-    infer.add_argument("--k-min", type=int, default=4, help="tokens every segment keeps (default 4)")
-    infer.add_argument("--strategy", choices=STRATEGIES, default="ata", help="allocation strategy (default ata)")
-    infer.add_argument("--truncation", choices=TRUNCATIONS, default="head", help="intra-segment reduction")
-    infer.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
-    infer.add_argument("--max-new-tokens", type=int, default=512)
-    infer.add_argument("--micro-batch", type=int, default=4, help="segments per compressor forward pass")
+    infer.add_argument("--k-min", type=int, default=ALLOCATION.k_min,
+                       help=f"tokens every segment keeps (default {ALLOCATION.k_min})")
+    infer.add_argument("--strategy", choices=tuple(STRATEGIES), default=ALLOCATION.strategy,
+                       help=f"allocation strategy (default {ALLOCATION.strategy})")
+    infer.add_argument("--truncation", choices=tuple(TRUNCATIONS), default=ALLOCATION.truncation,
+                       help=f"intra-segment reduction (default {ALLOCATION.truncation})")
+    infer.add_argument("--temperature", type=float, default=GENERATION.temperature, help="0 = greedy (default)")
+    infer.add_argument("--max-new-tokens", type=int, default=GENERATION.max_new_tokens,
+                       help=f"default {GENERATION.max_new_tokens}")
+    infer.add_argument("--micro-batch", type=int, default=RUN.micro_batch,
+                       help=f"segments per compressor forward pass (default {RUN.micro_batch})")
     infer.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
     infer.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="default: bf16 on CUDA, fp32 on CPU")
     infer.add_argument("--json", dest="json_out", help="write the answer, per-segment data and timings here")
@@ -87,15 +96,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def infer(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from . import loading, pipeline
+    from . import model as tempo_model, pipeline
 
     limits = Limits.from_env()
     pipeline.check_question(args.query, limits.max_question_chars)  # before the (slow) model load
-    model = loading.from_pretrained(args.model, base=args.base, device=args.device, dtype=args.dtype)
+    model = tempo_model.from_pretrained(args.model, base=args.base, device=args.device, dtype=args.dtype)
     config = RunConfig(
         sampling=SamplingConfig(max_frames=args.max_frames, fast_seek=args.fast_seek),
-        allocation=AllocationConfig(budget=args.budget if args.budget is not None else model.spec.visual_token_budget,
-                                    k_min=args.k_min, strategy=args.strategy, truncation=args.truncation),
+        allocation=AllocationConfig(budget=args.budget, k_min=args.k_min, strategy=args.strategy,
+                                    truncation=args.truncation),
         generation=GenerationConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature),
         limits=limits,
         micro_batch=args.micro_batch,

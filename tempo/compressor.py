@@ -64,8 +64,10 @@ class LocalCompressor(nn.Module):
         self.compression_tokens = nn.Parameter(torch.empty(1, num_memory_tokens, config.text_config.hidden_size))
         self.video_token_id = config.video_token_id
         self.merge_size = config.vision_config.spatial_merge_size
-        # w_yes - w_no from the *base* model's LM head; set by the loader, kept in float32 like the release.
-        self.relevance_direction = torch.zeros(config.text_config.hidden_size)
+        # w_yes - w_no [d_s] from the *base* model's LM head: filled in by the loader (it is not in the
+        # checkpoint, hence not persistent), kept in float32 like the release.
+        self.register_buffer("relevance_direction", torch.zeros(config.text_config.hidden_size, dtype=torch.float32),
+                             persistent=False)
 
     @property
     def num_memory_tokens(self) -> int:
@@ -74,10 +76,10 @@ class LocalCompressor(nn.Module):
     def encode_vision(self, pixel_values: torch.Tensor, grids: list[tuple[int, int, int]]) -> list[VisionFeatures]:
         """Run the vision tower over several segments' patch rows at once and split the result per segment."""
         param = self.compression_tokens
-        grid_thw = torch.tensor(grids, dtype=torch.long, device=param.device)
+        grid_thw = torch.tensor(grids, dtype=torch.long, device=param.device)  # [B, 3]
         output = self.vlm.visual(pixel_values.to(param.device, param.dtype), grid_thw=grid_thw)
-        sizes = [t * h * w // self.merge_size**2 for t, h, w in grids]
-        embeds = output.pooler_output.split(sizes)
+        sizes = [t * h * w // self.merge_size**2 for t, h, w in grids]  # merged tokens per segment
+        embeds = output.pooler_output.split(sizes)  # [tokens_i, d_s] each
         deepstack = [feature.split(sizes) for feature in output.deepstack_features]
         return [VisionFeatures(embeds[i], [layer[i] for layer in deepstack], grids[i]) for i in range(len(grids))]
 
@@ -92,9 +94,9 @@ class LocalCompressor(nn.Module):
         device, extra = param.device, 0 if appended is None else appended.shape[0]
         lengths = [len(p) for p in prompts]
         width = max(lengths) + extra
-        ids = torch.zeros(len(prompts), width, dtype=torch.long)
-        mask = torch.zeros(len(prompts), width, dtype=torch.long)
-        positions = torch.zeros(3, len(prompts), width, dtype=torch.long)
+        ids = torch.zeros(len(prompts), width, dtype=torch.long)  # [B, W]
+        mask = torch.zeros(len(prompts), width, dtype=torch.long)  # [B, W]
+        positions = torch.zeros(3, len(prompts), width, dtype=torch.long)  # [(t, h, w), B, W]
         for b, (prompt, features) in enumerate(zip(prompts, vision)):
             ids[b, :len(prompt)] = torch.tensor(prompt)
             mask[b, :len(prompt) + extra] = 1
@@ -104,8 +106,8 @@ class LocalCompressor(nn.Module):
         ids, mask, positions = ids.to(device), mask.to(device), positions.to(device)
 
         language_model = self.vlm.language_model
-        embeds = language_model.embed_tokens(ids)
-        video_mask = ids == self.video_token_id
+        embeds = language_model.embed_tokens(ids)  # [B, W, d_s]
+        video_mask = ids == self.video_token_id  # [B, W]
         embeds[video_mask] = torch.cat([f.embeds for f in vision]).to(embeds.dtype)
         if appended is not None:
             for b, length in enumerate(lengths):
@@ -119,14 +121,14 @@ class LocalCompressor(nn.Module):
             visual_pos_masks=video_mask,
             deepstack_visual_embeds=deepstack,
             use_cache=False,
-        ).last_hidden_state
+        ).last_hidden_state  # [B, W, d_s]
         return hidden, lengths
 
     def forward(self, prompts: list[list[int]], vision: list[VisionFeatures]) -> tuple[torch.Tensor, torch.Tensor]:
         """Compress a micro-batch of segments: memories [B, k_max, d_s] and relevance [B] (float32)."""
         k = self.num_memory_tokens
-        hidden, lengths = self.hidden_states(prompts, vision, self.compression_tokens[0])
-        memories = torch.stack([hidden[b, length:length + k] for b, length in enumerate(lengths)])
-        before_memory = torch.stack([hidden[b, length - 1] for b, length in enumerate(lengths)]).float()
-        relevance = torch.sigmoid(before_memory @ self.relevance_direction.to(before_memory.device))
+        hidden, lengths = self.hidden_states(prompts, vision, self.compression_tokens[0])  # [B, W, d_s]
+        memories = torch.stack([hidden[b, length:length + k] for b, length in enumerate(lengths)])  # [B, k, d_s]
+        before_memory = torch.stack([hidden[b, length - 1] for b, length in enumerate(lengths)]).float()  # [B, d_s]
+        relevance = torch.sigmoid(before_memory @ self.relevance_direction.float())  # [B]
         return memories, relevance

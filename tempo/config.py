@@ -5,15 +5,9 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Literal
 
+from .allocation import STRATEGIES, TRUNCATIONS
 from .errors import InputError
-
-Strategy = Literal["ata", "uniform", "topk", "random", "adversarial", "off"]
-Truncation = Literal["head", "tail", "merge"]
-
-STRATEGIES: tuple[str, ...] = ("ata", "uniform", "topk", "random", "adversarial", "off")
-TRUNCATIONS: tuple[str, ...] = ("head", "tail", "merge")
 
 
 @dataclass(frozen=True)
@@ -38,18 +32,19 @@ class SamplingConfig:
 class AllocationConfig:
     """How the visual token budget is shared between segments (ATA or one of the paper's ablations)."""
 
-    budget: int = 8192
+    budget: int | None = None  # None: the checkpoint's visual_token_budget (8192 for Tempo-6B)
     k_min: int = 4
-    strategy: Strategy = "ata"
-    truncation: Truncation = "head"
-    seed: int = 0
+    strategy: str = "ata"  # one of allocation.STRATEGIES
+    truncation: str = "head"  # one of allocation.TRUNCATIONS
+    seed: int = 0  # for the "random" strategy
 
     def validate(self) -> None:
-        if self.strategy not in STRATEGIES:
+        if not isinstance(self.strategy, str) or self.strategy not in STRATEGIES:
             raise InputError(f"Unknown allocation strategy {self.strategy!r}; choose one of {', '.join(STRATEGIES)}.")
-        if self.truncation not in TRUNCATIONS:
+        if not isinstance(self.truncation, str) or self.truncation not in TRUNCATIONS:
             raise InputError(f"Unknown truncation {self.truncation!r}; choose one of {', '.join(TRUNCATIONS)}.")
-        if isinstance(self.budget, bool) or not isinstance(self.budget, int) or self.budget < 1:
+        if self.budget is not None and (isinstance(self.budget, bool) or not isinstance(self.budget, int)
+                                        or self.budget < 1):
             raise InputError(f"The visual token budget must be a whole number >= 1 (got {self.budget!r}).")
         if isinstance(self.k_min, bool) or not isinstance(self.k_min, int) or self.k_min < 1:
             raise InputError(f"k_min must be a whole number >= 1 (got {self.k_min!r}).")
@@ -62,7 +57,7 @@ class GenerationConfig:
     max_new_tokens: int = 512
     temperature: float = 0.0
     top_p: float = 1.0
-    seed: int = 0
+    seed: int = 0  # for sampling (temperature > 0)
 
     def validate(self) -> None:
         if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:

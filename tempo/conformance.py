@@ -26,13 +26,12 @@ from safetensors.torch import load, load_file
 
 from .allocation import adaptive_token_allocation, allocate
 from .config import AllocationConfig, GenerationConfig, RunConfig, SamplingConfig
-from .decoder import Sampler
 from .errors import InputError
 from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed
-from .loading import TempoModel, from_pretrained
+from .model import TempoModel, from_pretrained
 from .patches import normalize
-from .pipeline import StageTimer, compress_batch, decoder_embeddings, encode_segments, prepare_segments, run
-from .prompts import compressor_prompt_ids, decoder_prompt_ids, frame_group_times, time_tag
+from .pipeline import StageTimer, compress_batch, encode_segments, prepare_segments, run
+from .prompts import decoder_prompt_ids, segment_prompt_ids, time_tag
 from .video import open_video, uniform_plan
 
 # The README's suggested tolerances (25-34x the spread seen between correct float32 implementations).
@@ -175,13 +174,9 @@ def check_case(directory: str, name: str, model: TempoModel, report: Report) -> 
     _pixel_checks(case, tensors, torch.cat([s.pixel_rows for s in segments]), model, directory, name, report)
 
     # Compressor prompts, memories, relevance.
-    geometry, pad_id = model.geometry, model.compressor_tokenizer.token_id("<|endoftext|>")
-    prompts = []
-    for s in segments:
-        times = frame_group_times(plan.model_times(s.index, s.grid[0] * geometry.temporal_patch_size),
-                                  geometry.merge_size)
-        prompts.append(compressor_prompt_ids(model.compressor_tokenizer, query, times,
-                                             s.grid[1] * s.grid[2] // geometry.merge_size**2))
+    pad_id = model.compressor_tokenizer.token_id("<|endoftext|>")
+    prompts = [segment_prompt_ids(model.compressor_tokenizer, query, plan, s.index, s.grid, model.geometry)
+               for s in segments]
     width = max(len(p) for p in prompts)
     report.exact(name, "svlm_input_ids", [p + [pad_id] * (width - len(p)) for p in prompts], tensors["svlm_input_ids"])
     report.exact(name, "svlm_attention_mask", [[1] * len(p) + [0] * (width - len(p)) for p in prompts],
@@ -213,18 +208,19 @@ def check_case(directory: str, name: str, model: TempoModel, report: Report) -> 
     before, after = decoder_prompt_ids(model.tokenizer, query)
     report.exact(name, "decoder_input_ids", before + [IMAGE_TOKEN_INDEX] + after, tensors["decoder_input_ids"][0])
     with torch.inference_mode():
-        embeds, _ = decoder_embeddings(model, memories, tokens, "head", query, plan.tag_times(),
-                                       case["tokenizer_model_max_length"])
+        embeds, _ = model.decoder_inputs(memories, tokens, "head", query, plan.tag_times(),
+                                         case["tokenizer_model_max_length"])
         logits, _ = model.decoder.prefill(embeds)
     report.close(name, "decoder_inputs_embeds", embeds, tensors["decoder_inputs_embeds"][0], TENSOR_ATOL)
     report.close(name, "first_step_logits", logits, tensors["first_step_logits"], TENSOR_ATOL)
-    generated = list(model.decoder.generate(embeds, case["max_new_tokens"], set(model.spec.stop_ids), Sampler()))
+    greedy = GenerationConfig(max_new_tokens=case["max_new_tokens"], temperature=0.0)
+    generated = list(model.decoder.generate(embeds, greedy, set(model.spec.stop_ids)))
     report.exact(name, "generated_ids", generated, case["generated_token_ids"])
 
     # The same question through the public pipeline.
     config = RunConfig(sampling=sampling, allocation=AllocationConfig(budget=budget, k_min=case["k_min"],
                                                                       strategy=strategy),
-                       generation=GenerationConfig(max_new_tokens=case["max_new_tokens"], temperature=0.0),
+                       generation=greedy,
                        context_length=case["tokenizer_model_max_length"])
     events = list(run(model, video, query, config))
     finished = events[-1]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Iterator
 
 import torch
@@ -11,6 +10,7 @@ from torch import nn
 from transformers import Qwen3Config, Qwen3ForCausalLM
 from transformers.cache_utils import DynamicCache
 
+from .config import GenerationConfig
 from .errors import ModelError
 
 
@@ -27,28 +27,21 @@ def build_projector(projector_type: str, memory_width: int, hidden_size: int) ->
     raise ModelError(f"Unsupported mm_projector_type {projector_type!r} (expected 'linear' or 'mlpNx_gelu').")
 
 
-@dataclass(frozen=True)
-class Sampler:
-    """Greedy when temperature is 0; otherwise temperature, then top-k / top-p filtering."""
-
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    seed: int = 0
-
-    def pick(self, logits: torch.Tensor, generator: torch.Generator | None) -> int:
-        if self.temperature <= 0:
-            return int(logits.argmax())
-        logits = logits.float() / self.temperature
-        if self.top_k > 0:
-            kth = torch.topk(logits, min(self.top_k, logits.numel())).values[-1]
-            logits = logits.masked_fill(logits < kth, float("-inf"))
-        probs = torch.softmax(logits, dim=-1)
-        if self.top_p < 1.0:
-            sorted_probs, order = probs.sort(descending=True)
-            outside = sorted_probs.cumsum(-1) - sorted_probs > self.top_p
-            probs = probs.scatter(0, order, sorted_probs.masked_fill(outside, 0.0))
-        return int(torch.multinomial(probs.cpu(), 1, generator=generator))
+def next_token(logits: torch.Tensor, generation: GenerationConfig, top_k: int,
+               generator: torch.Generator | None) -> int:
+    """Greedy when the temperature is 0; otherwise temperature, then top-k / top-p filtering, then a draw."""
+    if generation.temperature <= 0:
+        return int(logits.argmax())
+    logits = logits.float() / generation.temperature  # [V]
+    if top_k > 0:
+        kth = torch.topk(logits, min(top_k, logits.numel())).values[-1]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)  # [V]
+    if generation.top_p < 1.0:
+        sorted_probs, order = probs.sort(descending=True)
+        outside = sorted_probs.cumsum(-1) - sorted_probs > generation.top_p
+        probs = probs.scatter(0, order, sorted_probs.masked_fill(outside, 0.0))
+    return int(torch.multinomial(probs.cpu(), 1, generator=generator))
 
 
 class GlobalDecoder(nn.Module):
@@ -69,11 +62,11 @@ class GlobalDecoder(nn.Module):
         for memory, tag in zip(memories, time_tags):
             if memory.shape[0] == 0:
                 continue
-            projected = self.mm_projector(memory.to(self.mm_projector_dtype))
+            projected = self.mm_projector(memory.to(self.mm_projector_dtype))  # [k_i, d]
             parts += [self.embed(tag).to(projected.dtype), projected]
         if not parts:
             return self.embed([])
-        return torch.cat(parts)
+        return torch.cat(parts)  # [V, d]
 
     @property
     def mm_projector_dtype(self) -> torch.dtype:
@@ -88,19 +81,19 @@ class GlobalDecoder(nn.Module):
         """Run the whole prompt once; return the next-token logits and the KV cache."""
         cache = DynamicCache(config=self.lm.config)
         output = self.lm(inputs_embeds=embeds[None], past_key_values=cache, use_cache=True, logits_to_keep=1)
-        return output.logits[0, -1], output.past_key_values
+        return output.logits[0, -1], output.past_key_values  # [V], cache
 
     @torch.inference_mode()
-    def generate(self, embeds: torch.Tensor, max_new_tokens: int, stop_ids: set[int],
-                 sampler: Sampler) -> Iterator[int]:
+    def generate(self, embeds: torch.Tensor, generation: GenerationConfig, stop_ids: set[int],
+                 top_k: int = 0) -> Iterator[int]:
         """Yield new token ids one by one; the stop token, if reached, is yielded last."""
-        generator = torch.Generator().manual_seed(sampler.seed) if sampler.temperature > 0 else None
-        logits, cache = self.prefill(embeds)
+        generator = torch.Generator().manual_seed(generation.seed) if generation.temperature > 0 else None
+        logits, cache = self.prefill(embeds)  # [V]
         device = embeds.device
-        for step in range(max_new_tokens):
-            token = sampler.pick(logits, generator)
+        for step in range(generation.max_new_tokens):
+            token = next_token(logits, generation, top_k, generator)
             yield token
-            if token in stop_ids or step == max_new_tokens - 1:
+            if token in stop_ids or step == generation.max_new_tokens - 1:
                 return
             output = self.lm(input_ids=torch.tensor([[token]], device=device), past_key_values=cache, use_cache=True)
             logits, cache = output.logits[0, -1], output.past_key_values

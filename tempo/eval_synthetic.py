@@ -23,9 +23,10 @@ from typing import Generator
 
 import numpy as np
 
+from . import allocation
 from .config import AllocationConfig, GenerationConfig, RunConfig
 from .events import Finished
-from .loading import TempoModel, from_pretrained
+from .model import TempoModel, from_pretrained
 from .pipeline import CompressedVideo, StageTimer, compress, respond
 from .synthetic import (FAMILIES, Question, generate_video, is_correct, make_questions, segment_relevance,
                         write_mp4)
@@ -33,7 +34,7 @@ from .train.recipe import TRAINING_SEEDS
 
 log = logging.getLogger(__name__)
 
-STRATEGIES = ("ata", "uniform", "topk", "random", "adversarial")
+STRATEGIES = tuple(s for s in allocation.STRATEGIES if s != "off")  # the ones held to the budget
 VIDEO_FPS = 2.0  # the rate the pipeline samples at: denser files only cost encoding time
 
 

@@ -1,4 +1,5 @@
-"""Load released Tempo checkpoints (`model_type: tempo_qwen`) from a directory or the Hugging Face hub.
+"""The released Tempo checkpoint format (`model_type: tempo_qwen`): finding it (directory or Hugging Face hub),
+reading its configs and weights, and the relevance direction of its base model.
 
 The base Qwen3-VL named by `mm_vision_tower_aux_list` supplies only its config, tokenizer, processor settings
 and two LM-head rows (the relevance direction). Those rows are read once -- tensor by tensor locally, or by
@@ -20,18 +21,13 @@ from typing import Callable, Iterator
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
-from transformers import Qwen3Config, Qwen3VLConfig
-from transformers.initialization import no_init_weights
+from transformers import Qwen3VLConfig
 
-from .cache import VideoCache
-from .compressor import LocalCompressor
-from .decoder import GlobalDecoder
 from .errors import ModelError
 from .patches import PatchGeometry
 from .tokenizer import TextTokenizer
 
 log = logging.getLogger(__name__)
-
 
 
 def _embedded_model() -> str:
@@ -47,8 +43,6 @@ CHECKPOINT_FILES = ["*.json", "*.safetensors", "*.jinja", "merges.txt", "vocab.j
 BASE_FILES = ["config.json", "tokenizer.json", "tokenizer_config.json", "preprocessor_config.json",
               "video_preprocessor_config.json", "chat_template.jinja", "chat_template.json",
               "model.safetensors.index.json"]
-DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-          "float16": torch.float16, "fp16": torch.float16}
 SAFETENSORS_DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
 
 
@@ -61,39 +55,14 @@ class CheckpointSpec:
     visual_token_budget: int = 8192
     context_length: int = 16384  # tokenizer_model_max_length
     inference_reserve: int = 16  # inference_max_length: room kept free when the visual sequence is cut
-    dynamic_compress: bool = True
     stop_ids: frozenset[int] = field(default_factory=frozenset)
-    top_k: int = 0
-    top_p: float = 1.0
-
-
-class TempoModel(torch.nn.Module):
-    """A loaded Tempo: compressor, decoder, both tokenizers and the patch geometry."""
-
-    def __init__(self, compressor: LocalCompressor, decoder: GlobalDecoder, tokenizer: TextTokenizer,
-                 compressor_tokenizer: TextTokenizer, geometry: PatchGeometry, spec: CheckpointSpec, config: dict):
-        super().__init__()
-        self.config = config  # the checkpoint's config.json, written back by save_pretrained
-        self.video_cache = VideoCache()
-        self.compressor = compressor
-        self.decoder = decoder
-        self.tokenizer = tokenizer
-        self.compressor_tokenizer = compressor_tokenizer
-        self.geometry = geometry
-        self.spec = spec
-
-    @property
-    def device(self) -> torch.device:
-        return self.compressor.compression_tokens.device
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.compressor.compression_tokens.dtype
+    top_k: int = 0  # generation_config.json's top_k, used when sampling
+    trained_world: str | None = None  # our own key: "synthetic" for a model that only knows tempo.synthetic
 
 
 # ---------------------------------------------------------------------------------------------- locating files
 
-def _is_hub_id(name: str) -> bool:
+def is_hub_id(name: str) -> bool:
     return name.count("/") == 1 and not os.path.exists(name) and not name.startswith((".", "/", "~"))
 
 
@@ -113,7 +82,7 @@ def resolve_checkpoint(name_or_path: str | os.PathLike | None) -> str:
     name = os.path.expanduser(name)
     if os.path.isdir(name):
         return name
-    if _is_hub_id(name):
+    if is_hub_id(name):
         return _download(name, CHECKPOINT_FILES)
     raise ModelError(f"No Tempo checkpoint at {name!r}: not a directory and not a hub id like 'Vision-CAIR/Tempo-6B'.")
 
@@ -125,7 +94,7 @@ def resolve_base(config: dict, checkpoint_dir: str, base: str | os.PathLike | No
         base = os.path.expanduser(os.fspath(base))
         if os.path.isdir(base):
             return base
-        if _is_hub_id(base):
+        if is_hub_id(base):
             return _download(base, BASE_FILES)
         raise ModelError(f"Base model {base!r} is neither a directory nor a hub id.")
     towers = config.get("mm_vision_tower_aux_list") or []
@@ -135,7 +104,7 @@ def resolve_base(config: dict, checkpoint_dir: str, base: str | os.PathLike | No
     for candidate in (os.path.join(checkpoint_dir, named), os.path.expanduser(named)):
         if os.path.isdir(candidate):
             return candidate
-    if _is_hub_id(named):
+    if is_hub_id(named):
         return _download(named, BASE_FILES)
     raise ModelError(f"The base model {named!r} named by the checkpoint was not found; pass base=DIR.")
 
@@ -150,7 +119,7 @@ def _read_json(path: str) -> dict:
         raise ModelError(f"{path} is not valid JSON ({exc}).") from None
 
 
-def _weight_files(directory: str) -> list[str]:
+def weight_files(directory: str) -> list[str]:
     index = os.path.join(directory, "model.safetensors.index.json")
     if os.path.isfile(index):
         shards = sorted(set(_read_json(index)["weight_map"].values()))
@@ -268,9 +237,9 @@ def cached_relevance_direction(checkpoint_dir: str, from_hub: bool, base_dir: st
     return direction
 
 
-# ------------------------------------------------------------------------------------------------- the model
+# ------------------------------------------------------------------------------------------ configs and weights
 
-def _attention_implementation(device: torch.device) -> str:
+def attention_implementation(device: torch.device) -> str:
     if device.type == "cuda":
         with contextlib.suppress(ImportError):
             import flash_attn  # noqa: F401
@@ -290,7 +259,8 @@ def _parameter_name(key: str) -> str:
     return "decoder.lm." + key
 
 
-def _load_weights(model: TempoModel, files: list[str]) -> None:
+def load_weights(model: torch.nn.Module, files: list[str]) -> None:
+    """Copy the checkpoint tensors into `model` (a `TempoModel`), checking shapes and completeness."""
     parameters = dict(model.named_parameters())
     missing = set(parameters)
     unexpected = []
@@ -314,16 +284,6 @@ def _load_weights(model: TempoModel, files: list[str]) -> None:
         raise ModelError(f"The checkpoint lacks {len(missing)} weights, e.g. {sorted(missing)[:3]}.")
 
 
-@contextlib.contextmanager
-def _default_dtype(dtype: torch.dtype):
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(previous)
-
-
 def checkpoint_config(checkpoint_dir: str) -> dict:
     """The checkpoint's config.json, checked for the keys inference cannot do without."""
     config = _read_json(os.path.join(checkpoint_dir, "config.json"))
@@ -334,80 +294,32 @@ def checkpoint_config(checkpoint_dir: str) -> dict:
     return config
 
 
-def build_model(checkpoint_dir: str, base_dir: str, name: str, device: torch.device, dtype: torch.dtype,
-                initialize: bool = False) -> TempoModel:
-    """Modules, tokenizers and geometry for the configs in `checkpoint_dir` and `base_dir`; weights are left
-    uninitialised for loading, or freshly initialised (`initialize`) for training."""
-    config = checkpoint_config(checkpoint_dir)
-    attention = _attention_implementation(device)
-    base_config = Qwen3VLConfig.from_pretrained(base_dir)
-    base_config._attn_implementation = attention
-    decoder_keys = {k: v for k, v in config.items() if k not in ("architectures", "model_type", "rope_scaling")}
-    decoder_config = Qwen3Config(**decoder_keys)
-    decoder_config._attn_implementation = attention
-
+def patch_geometry(base_dir: str) -> PatchGeometry:
+    """The compressor's patch layout, from the base's (video) processor config."""
     processor_file = next((os.path.join(base_dir, f) for f in ("video_preprocessor_config.json",
                                                                "preprocessor_config.json")
                            if os.path.isfile(os.path.join(base_dir, f))), None)
-    geometry = PatchGeometry.from_processor_config(_read_json(processor_file) if processor_file else {})
-    tokenizer = TextTokenizer(checkpoint_dir)
-    compressor_tokenizer = TextTokenizer(base_dir)
+    return PatchGeometry.from_processor_config(_read_json(processor_file) if processor_file else {})
 
-    init = contextlib.nullcontext() if initialize else no_init_weights()
-    with init, torch.device(device), _default_dtype(dtype):
-        compressor = LocalCompressor(base_config, int(config["num_compression_tokens"]))
-        decoder = GlobalDecoder(decoder_config, base_config.text_config.hidden_size,
-                                config.get("mm_projector_type", "linear"))
-    decoder.lm.tie_weights()
 
+def checkpoint_spec(checkpoint_dir: str, config: dict, tokenizer: TextTokenizer, name: str) -> CheckpointSpec:
+    """What inference reads from config.json and generation_config.json."""
     generation = {}
     if os.path.isfile(os.path.join(checkpoint_dir, "generation_config.json")):
         generation = _read_json(os.path.join(checkpoint_dir, "generation_config.json"))
     eos = generation.get("eos_token_id", config.get("eos_token_id"))
     stop_ids = {tokenizer.token_id("<|im_end|>")} | set(eos if isinstance(eos, list) else [eos] if eos is not None
                                                          else [])
-    spec = CheckpointSpec(
+    return CheckpointSpec(
         name=name,
         num_memory_tokens=int(config["num_compression_tokens"]),
         visual_token_budget=int(config.get("visual_token_budget", 8192)),
         context_length=int(config.get("tokenizer_model_max_length", 16384)),
         inference_reserve=int(config.get("inference_max_length", 16)),
-        dynamic_compress=bool(config.get("dynamic_compress", True)),
         stop_ids=frozenset(stop_ids),
         top_k=int(generation.get("top_k", 0) or 0),
-        top_p=float(generation.get("top_p", 1.0) or 1.0),
+        trained_world=config.get("tempo_trained_world"),
     )
-    return TempoModel(compressor, decoder, tokenizer, compressor_tokenizer, geometry, spec, config)
-
-
-def from_pretrained(name_or_path: str | os.PathLike | None = None, *, base: str | os.PathLike | None = None,
-                    device: str | torch.device | None = None, dtype: str | torch.dtype | None = None) -> TempoModel:
-    """Load a Tempo checkpoint (directory or hub id; the embedded Tempo-Tiny when None).
-
-    `base` overrides the base Qwen3-VL location; `device` defaults to CUDA when available; `dtype` to bf16
-    on CUDA and fp32 on CPU.
-    """
-    checkpoint_dir = resolve_checkpoint(name_or_path)
-    config = checkpoint_config(checkpoint_dir)
-    base_dir = resolve_base(config, checkpoint_dir, base)
-    named_base = os.fspath(base) if base is not None else (config.get("mm_vision_tower_aux_list") or [""])[0]
-    base_repo = named_base if _is_hub_id(named_base) else None
-
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype or (torch.bfloat16 if device.type == "cuda"
-                                                                     else torch.float32)
-    name = os.fspath(name_or_path) if name_or_path else "Tempo-Tiny (embedded)"
-    model = build_model(checkpoint_dir, base_dir, name, device, dtype)
-    _load_weights(model, _weight_files(checkpoint_dir))
-
-    tokenizer = model.compressor_tokenizer
-    from_hub = not os.path.isdir(os.path.expanduser(os.fspath(name_or_path or DEFAULT_MODEL)))
-    direction = cached_relevance_direction(checkpoint_dir, from_hub, base_dir, base_repo,
-                                           Qwen3VLConfig.from_pretrained(base_dir), tokenizer.token_id("Yes"),
-                                           tokenizer.token_id("No"))
-    model.compressor.relevance_direction = direction.to(device=device, dtype=torch.float32)
-    log.info("loaded %s on %s (%s)", name, device, dtype)
-    return model.eval()
 
 
 def checkpoint_key(name: str) -> str:
@@ -421,11 +333,3 @@ def checkpoint_key(name: str) -> str:
         return "model.mm_projector." + name[len("decoder.mm_projector."):]
     return name[len("decoder.lm."):]
 
-
-def save_pretrained(model: TempoModel, directory: str | os.PathLike) -> None:
-    """Write the weights and config in the released checkpoint format (tokenizer files are the caller's)."""
-    os.makedirs(directory, exist_ok=True)
-    tensors = {checkpoint_key(name): p.detach().to("cpu").contiguous() for name, p in model.named_parameters()}
-    save_file(tensors, os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
-    with open(os.path.join(directory, "config.json"), "w", encoding="utf-8") as f:
-        json.dump(model.config, f, indent=2)

@@ -14,16 +14,15 @@ import numpy as np
 import torch
 from PIL import Image
 
-from .allocation import allocate, reduce_memory
-from .cache import EncodedSegment, VideoCache, VideoEntry
+from .allocation import allocate, check_budget
+from .cache import EncodedSegment, VideoCache, VideoEntry, default_cache
 from .config import RunConfig, SamplingConfig
-from .decoder import Sampler
 from .errors import InputError, ResourceError, TempoError
 from .events import (AllocationDone, AnswerToken, Event, Finished, SegmentCompressed, SegmentSummary,
                      VideoProbed)
-from .loading import TempoModel
+from .model import TempoModel
 from .patches import PatchGeometry, clip_size, even_clip_length, normalize, patchify, resize_frames, snap_frame
-from .prompts import compressor_prompt_ids, decoder_prompt_ids, frame_group_times, time_tag
+from .prompts import segment_prompt_ids
 from .stream import segment_stream
 from .video import (FrameReader, SamplingPlan, decode_workers, fit_long_edge, is_long, open_sparse, open_video,
                     plan_sampling)
@@ -75,21 +74,22 @@ def _length(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
-def check_budget(num_segments: int, k_max: int, config: RunConfig) -> None:
-    """Fail before any compression if the budget cannot give every segment a token (ATA, uniform)."""
+def check_allocation(num_segments: int, k_max: int, budget: int, config: RunConfig) -> None:
+    """Fail before any compression if the allocation settings cannot work for this many segments."""
     allocation = config.allocation
     if allocation.k_min > k_max:
         raise InputError(f"k_min ({allocation.k_min}) cannot exceed the {k_max} memory tokens a segment has.")
-    if allocation.strategy in ("ata", "uniform") and allocation.budget < num_segments:
-        frames = allocation.budget * config.sampling.segment_frames
-        raise InputError(
-            f"A budget of {allocation.budget} visual tokens cannot keep even one token for each of the "
-            f"{num_segments} segments. Raise the budget to at least {num_segments}, or lower max frames to "
-            f"{frames} or fewer.")
+    check_budget(num_segments, budget, allocation.strategy, config.sampling.segment_frames)
 
 
-def prepare_segment(index: int, frames: list[np.ndarray], plan: SamplingPlan, sampling: SamplingConfig,
-                    geometry: PatchGeometry, timer: StageTimer) -> PreparedSegment:
+def effective_budget(model: TempoModel, config: RunConfig) -> int:
+    """The visual token budget of a run: the configured one, else the checkpoint's."""
+    budget = config.allocation.budget
+    return model.spec.visual_token_budget if budget is None else budget
+
+
+def prepare_segment(index: int, frames: list[np.ndarray], sampling: SamplingConfig, geometry: PatchGeometry,
+                    timer: StageTimer) -> PreparedSegment:
     """Decoded frames of one segment -> patch rows: each frame is reduced to model size on its own (PIL, as
     released), then the segment is resized and cut into patches in one vectorised step."""
     with timer.stage("preprocess"):
@@ -119,7 +119,7 @@ def prepare_segments(path: str | os.PathLike, reader: FrameReader, plan: Samplin
         readers = [lambda: reader] * workers
     else:
         readers = [lambda: reader] + [partial(open_video, path)] * (workers - 1)
-    prepare = partial(prepare_segment, plan=plan, sampling=sampling, geometry=geometry, timer=timer)
+    prepare = partial(prepare_segment, sampling=sampling, geometry=geometry, timer=timer)
     return segment_stream(plan, readers, prepare, timer.stage)
 
 
@@ -155,36 +155,11 @@ def micro_batches(items: Iterable, size: int) -> Iterator[list]:
 def compress_batch(model: TempoModel, batch: list[EncodedSegment], question: str, plan: SamplingPlan,
                    timer: StageTimer) -> tuple[torch.Tensor, list[float]]:
     """The question-dependent half: memories [B, k_max, d_s] and relevance for a micro-batch of segments."""
-    geometry = model.geometry
     with timer.stage("compress"), torch.inference_mode():
-        prompts = []
-        for segment in batch:
-            grid = segment.vision.grid
-            times = frame_group_times(plan.model_times(segment.index, grid[0] * geometry.temporal_patch_size),
-                                      geometry.merge_size)
-            per_group = grid[1] * grid[2] // geometry.merge_size**2
-            prompts.append(compressor_prompt_ids(model.compressor_tokenizer, question, times, per_group))
+        prompts = [segment_prompt_ids(model.compressor_tokenizer, question, plan, s.index, s.vision.grid,
+                                      model.geometry) for s in batch]
         memories, relevance = model.compressor(prompts, [s.vision for s in batch])
     return memories, relevance.tolist()
-
-
-def decoder_embeddings(model: TempoModel, memories: list[torch.Tensor], tokens: list[int], truncation: str,
-                       question: str, tag_times: list[float], context_length: int) -> tuple[torch.Tensor, int]:
-    """The decoder's input embeddings and how many visual positions had to be cut to fit the context.
-
-    As released: the visual sequence is cut to context - reserve - text length (possibly inside a segment).
-    Unlike the release, a question that leaves no room at all is rejected instead of being cut off.
-    """
-    kept = [reduce_memory(memory, k, truncation) for memory, k in zip(memories, tokens)]
-    tags = [model.tokenizer.markup(time_tag(t)) for t in tag_times]
-    visual = model.decoder.visual_sequence(kept, tags)
-    before, after = decoder_prompt_ids(model.tokenizer, question)
-    room = context_length - model.spec.inference_reserve - len(before) - len(after)
-    if room <= 0:
-        raise InputError(f"The question takes {len(before) + len(after)} tokens and leaves no room for the video "
-                         f"in the decoder's {context_length}-token context; please shorten it.")
-    cut = max(0, visual.shape[0] - room)
-    return model.decoder.prompt_embeddings(before, visual[:room], after), cut
 
 
 @dataclass
@@ -207,13 +182,14 @@ def probe(reader: FrameReader, sampling: SamplingConfig) -> tuple[VideoProbed, S
     return probed, plan
 
 
-def compress(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig,
-             timer: StageTimer) -> Generator[Event, None, CompressedVideo]:
+def compress(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig, timer: StageTimer,
+             cache: VideoCache | None = None) -> Generator[Event, None, CompressedVideo]:
     """Probe and compress segment by segment, yielding `VideoProbed` then one `SegmentCompressed` each.
 
-    The question-independent work (decoding, pixels, vision tower) is kept in `model.video_cache`, so another
-    question about the same file only reruns the compressor's language model.
+    The question-independent work (decoding, pixels, vision tower) is kept in `cache` (default: one cache per
+    model), so another question about the same file only reruns the compressor's language model.
     """
+    cache = default_cache(model) if cache is None else cache
     sampling = config.sampling
     reader, batches = None, None
     try:
@@ -222,7 +198,7 @@ def compress(model: TempoModel, video: str | os.PathLike, question: str, config:
                 raise InputError(f"The file is {os.path.getsize(video) / 2**20:,.1f} MB; this server accepts up "
                                  f"to {config.limits.max_upload_bytes / 2**20:,.1f} MB.")
             key = VideoCache.key(video, sampling) if os.path.isfile(video) else None
-            cached = model.video_cache.get(key) if key else None
+            cached = cache.get(key) if key else None
             if cached is None:
                 reader = open_video(video, keyframes_only=sampling.fast_seek, long_edge=sampling.long_edge)
                 probed, plan = probe(reader, sampling)
@@ -232,7 +208,7 @@ def compress(model: TempoModel, video: str | os.PathLike, question: str, config:
             raise InputError(f"The video lasts {_length(probed.duration)}; this server accepts up to "
                              f"{_length(config.limits.max_duration_s)}.")
         yield probed
-        check_budget(probed.num_segments, model.spec.num_memory_tokens, config)
+        check_allocation(probed.num_segments, model.spec.num_memory_tokens, effective_budget(model, config), config)
 
         if cached is None:
             segments = prepare_segments(video, reader, plan, sampling, model.geometry, timer)
@@ -252,7 +228,7 @@ def compress(model: TempoModel, video: str | os.PathLike, question: str, config:
                 yield SegmentCompressed(segment.index, probed.num_segments, start, end, score, segment.thumbnail)
             if encoded is not None:  # kept for the cache only while it could still fit there
                 encoded += batch
-                if sum(s.nbytes for s in encoded) > model.video_cache.max_bytes:
+                if sum(s.nbytes for s in encoded) > cache.max_bytes:
                     encoded = None
     finally:
         if reader is not None:
@@ -260,7 +236,7 @@ def compress(model: TempoModel, video: str | os.PathLike, question: str, config:
         if batches is not None and hasattr(batches, "close"):
             batches.close()  # stops the decoding workers if we leave early
     if encoded is not None:
-        model.video_cache.put(key, VideoEntry(probed, plan, encoded))
+        cache.put(key, VideoEntry(probed, plan, encoded))
     return compressed
 
 
@@ -268,21 +244,19 @@ def respond(model: TempoModel, compressed: CompressedVideo, config: RunConfig,
             timer: StageTimer) -> Iterator[Event]:
     """Allocate the budget over the compressed segments and stream the answer: `AllocationDone`,
     `AnswerToken`s, then `Finished`."""
-    allocation, generation = config.allocation, config.generation
-    k_max = model.spec.num_memory_tokens
+    allocation, k_max, budget = config.allocation, model.spec.num_memory_tokens, effective_budget(model, config)
     with timer.stage("allocate"), torch.inference_mode():
-        tokens = allocate(compressed.relevance, allocation.budget, allocation.k_min, k_max, allocation.strategy,
+        tokens = allocate(compressed.relevance, budget, allocation.k_min, k_max, allocation.strategy,
                           allocation.seed)
-        context_length = config.context_length or model.spec.context_length
-        embeds, cut = decoder_embeddings(model, compressed.memories, tokens, allocation.truncation,
-                                         compressed.question, compressed.plan.tag_times(), context_length)
-    yield AllocationDone(tokens, allocation.budget, sum(tokens), allocation.k_min, k_max, allocation.strategy,
+        embeds, cut = model.decoder_inputs(compressed.memories, tokens, allocation.truncation, compressed.question,
+                                           compressed.plan.tag_times(),
+                                           config.context_length or model.spec.context_length)
+    yield AllocationDone(tokens, budget, sum(tokens), allocation.k_min, k_max, allocation.strategy,
                          allocation.truncation, cut)
 
-    sampler = Sampler(generation.temperature, generation.top_p, model.spec.top_k, generation.seed)
     piece = model.tokenizer.piece_decoder()
     token_ids = []
-    generated = model.decoder.generate(embeds, generation.max_new_tokens, set(model.spec.stop_ids), sampler)
+    generated = model.decoder.generate(embeds, config.generation, set(model.spec.stop_ids), model.spec.top_k)
     while True:
         with timer.stage("generate"):
             token = next(generated, None)
@@ -295,18 +269,21 @@ def respond(model: TempoModel, compressed: CompressedVideo, config: RunConfig,
     timings["total"] = round(time.perf_counter() - timer.started, 4)
     segments = [SegmentSummary(i, *compressed.plan.span(i), score, k)
                 for i, (score, k) in enumerate(zip(compressed.relevance, tokens))]
-    yield Finished(model.tokenizer.decode(token_ids).strip(), token_ids, segments, allocation.budget, sum(tokens),
+    yield Finished(model.tokenizer.decode(token_ids).strip(), token_ids, segments, budget, sum(tokens),
                    k_max, timings, compressed.video)
 
 
-def run(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig | None = None) -> Iterator[Event]:
-    """Answer `question` about `video`, yielding progress events; the last one is `Finished`."""
+def run(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig | None = None,
+        cache: VideoCache | None = None) -> Iterator[Event]:
+    """Answer `question` about `video`, yielding progress events; the last one is `Finished`.
+
+    `cache` keeps the question-independent work for follow-up questions (default: one cache per model)."""
     config = config or RunConfig()
     config.validate()
     question = check_question(question, config.limits.max_question_chars)
     timer = StageTimer()
     try:
-        compressed = yield from compress(model, video, question, config, timer)
+        compressed = yield from compress(model, video, question, config, timer, cache)
         yield from respond(model, compressed, config, timer)
     except (torch.OutOfMemoryError, MemoryError):
         if torch.cuda.is_available():
@@ -315,9 +292,10 @@ def run(model: TempoModel, video: str | os.PathLike, question: str, config: RunC
                             "or use a smaller model.") from None
 
 
-def answer(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig | None = None) -> Finished:
+def answer(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig | None = None,
+           cache: VideoCache | None = None) -> Finished:
     """Run to completion and return the `Finished` event."""
-    for event in run(model, video, question, config):
+    for event in run(model, video, question, config, cache):
         if isinstance(event, Finished):
             return event
     raise TempoError("The pipeline ended without an answer.")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from .patches import PatchGeometry
 from .tokenizer import TextTokenizer
+from .video import SamplingPlan
 
 # The paper's explicit routing prompt (appendix, P_route): the compression instruction plus a Yes/No question
 # whose answer logit is read, not generated.
@@ -35,6 +37,15 @@ def compressor_prompt_ids(tokenizer: TextTokenizer, question: str, group_times: 
     head = f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{video}"
     return tokenizer.markup(head) + tokenizer.text("\nQuery:\n" + question) + tokenizer.markup(
         "<|im_end|>\n<|im_start|>assistant\n")
+
+
+def segment_prompt_ids(tokenizer: TextTokenizer, question: str, plan: SamplingPlan, index: int,
+                       grid: tuple[int, int, int], geometry: PatchGeometry,
+                       system: str = ROUTING_SYSTEM_PROMPT) -> list[int]:
+    """The compressor's prompt for segment `index` of `plan`, whose frames became the patch grid `grid`
+    (inference, conformance and training all build it here)."""
+    times = frame_group_times(plan.model_times(index, grid[0] * geometry.temporal_patch_size), geometry.merge_size)
+    return compressor_prompt_ids(tokenizer, question, times, grid[1] * grid[2] // geometry.merge_size**2, system)
 
 
 def decoder_prompt_ids(tokenizer: TextTokenizer, question: str) -> tuple[list[int], list[int]]:

@@ -35,8 +35,7 @@ def serve(model) -> Iterator[str]:
         app = importlib.import_module("app")
     finally:
         sys.path.remove(str(ROOT))
-    demo = app.build_demo(model)
-    app.launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    demo = app.serve(model, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
     try:
         yield demo.local_url.rstrip("/")
     finally:

@@ -77,6 +77,8 @@ MEDIA: dict[str, tuple[str, Callable[[Path], None]]] = {
                       lambda p: ffmpeg("-f", "lavfi", "-i", "color=c=navy:s=64x64:r=1/600:d=36000", *YUV420, str(p))),
     "five_minutes.mp4": ("5 min at 2 fps, 32x32: 600 sampled frames in 75 segments",
                          lambda p: testsrc(p, "32x32", "2", 300)),
+    "mpeg4_part2.mp4": ("MPEG-4 Part 2 (older cameras and phones): analysed, but no browser plays it",
+                        lambda p: testsrc(p, "160x120", "10", 2, ["-c:v", "mpeg4", "-q:v", "5"])),
     "vp9_named.mp4": ("a WebM/VP9 file named .mp4", lambda p: testsrc(p, "96x64", "10", 2,
                                                                         ["-c:v", "libvpx-vp9", "-deadline", "realtime",
                                                                          "-f", "webm"])),

@@ -62,7 +62,7 @@ def test_ata_examples_from_the_paper_rule():
 
 
 def test_budget_below_segment_count_is_refused():
-    with pytest.raises(InputError, match="cannot keep one token"):
+    with pytest.raises(InputError, match="cannot keep even one token"):
         adaptive_token_allocation([0.1, 0.5, 0.9], 2, 4, 32)
     with pytest.raises(InputError):
         allocate([0.1, 0.5, 0.9], 2, 4, 32, "uniform")

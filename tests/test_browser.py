@@ -91,3 +91,17 @@ def test_visitor_gets_timeline_key_frames_and_answer_offline(app_url, browser, f
     elsewhere = [url for url in requests
                  if urlsplit(url).scheme not in ("data", "blob") and urlsplit(url).netloc != own]
     assert not elsewhere, f"the page fetched from outside the app: {elsewhere}"
+
+
+def test_a_video_the_browser_cannot_play_still_previews(app_url, browser, hostile_media):
+    """MPEG-4 Part 2 (older cameras): the page shows a playable proxy, with no "Video not playable" toast."""
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.goto(app_url)
+    page.locator("#tempo-video input[type=file]").set_input_files(str(hostile_media["mpeg4_part2.mp4"]))
+    page.wait_for_function("() => (document.querySelector('#tempo-preview video')?.readyState ?? 0) >= 2",
+                           timeout=60_000)
+    assert page.locator(".toast-body").count() == 0
+    assert not page.get_by_text("Video not playable").count()
+    page.close()

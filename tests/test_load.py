@@ -148,10 +148,10 @@ def serve_small_queue(model, size: int):
         sys.path.remove(str(ROOT))
     saved, app.QUEUE_SIZE = app.QUEUE_SIZE, size
     try:
-        demo = app.build_demo(model)
+        demo = app.serve(model, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
+                         quiet=True)
     finally:
         app.QUEUE_SIZE = saved
-    app.launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
     try:
         yield demo.local_url.rstrip("/")
     finally:
@@ -222,10 +222,9 @@ def decode_threads() -> list[str]:
 
 
 @pytest.mark.parametrize("inject, message", FAULTS, ids=["out-of-memory", "decoder-failure"])
-def test_app_fault_mid_request_then_the_next_request_succeeds(app_url, app_model, video, monkeypatch, inject,
+def test_app_fault_mid_request_then_the_next_request_succeeds(app_url, video, monkeypatch, inject,
                                                               message):
-    client = Client(app_url, verbose=False)
-    app_model.video_cache.clear()  # decode this video again
+    client = Client(app_url, verbose=False)  # each upload is a new file to the app's cache: decoded again
     inject(monkeypatch)
     job = client.submit(video, "What moves?", max_frames=40, max_new_tokens=2, api_name="/answer")
     with pytest.raises(AppError) as error:
@@ -256,13 +255,13 @@ def test_cli_fault_mid_request_is_one_error_line(fixtures, hostile_media, monkey
 if __name__ == "__main__":  # the load test's server: python tests/test_load.py FIXTURES; stops when stdin closes
     from pathlib import Path
 
-    import app  # noqa: F401 -- first, as in `python app.py`: it sets up the allocator before threads start
+    import app  # on PYTHONPATH (server_process)
 
     model = load_app_model(Path(sys.argv[1]))
     # Each upload of the same video is a new file to the per-video cache (its mtime changes), so with the default
     # 2 GiB bound the cache would grow by one entry per request for a long time. A small bound fills during the
     # warm-up, so the memory check measures the steady state, cache included.
-    model.video_cache.max_bytes = CACHE_BYTES
+    app.CACHE_BYTES = CACHE_BYTES
     with serve(model) as url:
         print(url, flush=True)
         sys.stdin.read()

@@ -118,7 +118,7 @@ def test_save_pretrained_round_trips_the_released_format(fixture_model, fixtures
     from safetensors import safe_open
 
     target = tmp_path / "copy"
-    loading.save_pretrained(fixture_model, target)
+    tempo.model.save_pretrained(fixture_model, target)
     for name in ("tokenizer.json", "generation_config.json"):
         shutil.copy(fixtures / "tempo" / name, target / name)
     with safe_open(fixtures / "tempo" / "model.safetensors", "pt") as original, \

@@ -68,18 +68,17 @@ def test_follow_up_questions_reuse_the_video_and_match_an_uncached_run(fixture_m
 
     video = tmp_path / "bikes.mp4"
     shutil.copy(fixtures / "videos" / "bikes.mp4", video)
-    fixture_model.video_cache.clear()
-    first = tempo.answer(fixture_model, video, "How many bikes?", config())
-    follow_up = tempo.answer(fixture_model, video, "What colour is the first bike?", config())
+    cache = tempo.VideoCache()
+    first = tempo.answer(fixture_model, video, "How many bikes?", config(), cache)
+    follow_up = tempo.answer(fixture_model, video, "What colour is the first bike?", config(), cache)
     assert "decode" in first.timings and "vision" in first.timings
     assert "decode" not in follow_up.timings and "vision" not in follow_up.timings
-    fixture_model.video_cache.clear()
-    uncached = tempo.answer(fixture_model, video, "What colour is the first bike?", config())
+    uncached = tempo.answer(fixture_model, video, "What colour is the first bike?", config(), tempo.VideoCache())
     assert follow_up.token_ids == uncached.token_ids
     assert [(s.relevance, s.tokens) for s in follow_up.segments] == [(s.relevance, s.tokens) for s in uncached.segments]
     # a changed file is a different video
     video.write_bytes((fixtures / "videos" / "bikes.mp4").read_bytes() + b"\0")
-    again = tempo.answer(fixture_model, video, "How many bikes?", config())
+    again = tempo.answer(fixture_model, video, "How many bikes?", config(), cache)
     assert "vision" in again.timings
 
 

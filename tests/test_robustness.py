@@ -71,6 +71,7 @@ CASES = [
     Case("size-333x199", "odd_333x199.mp4", segments=1, frames=4),
     Case("size-8k", "8k.mp4", segments=1, frames=4),
     Case("webm-named-mp4", "vp9_named.mp4", segments=1, frames=4),
+    Case("mpeg4-part2", "mpeg4_part2.mp4", segments=1, frames=4),
     Case("ten-hours", "ten_hours.mp4", error=TEN_HOURS),
     Case("missing-path", "missing", api=None, error="Video file not found"),
     Case("directory", "directory", api=None, error="is a directory, not a video file"),
@@ -168,7 +169,7 @@ def loaded_once():
     """The in-process CLI cases share one loaded model (a fresh one spends ~1 s warming up on its first runs);
     the subprocess tests below load it the ordinary way."""
     models = {}
-    real = tempo.loading.from_pretrained
+    real = tempo.model.from_pretrained
 
     def from_pretrained(*args, **kwargs):
         key = (args, tuple(sorted(kwargs.items())))
@@ -177,7 +178,7 @@ def loaded_once():
         return models[key]
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(tempo.loading, "from_pretrained", from_pretrained)
+        patch.setattr(tempo.model, "from_pretrained", from_pretrained)
         yield
 
 
@@ -410,7 +411,7 @@ def test_cli_limits_come_from_the_environment(monkeypatch, hostile_media, big_fi
     monkeypatch.setenv(name, value)
     monkeypatch.setattr(step, expensive)
     if name == "TEMPO_MAX_QUESTION_CHARS":
-        monkeypatch.setattr("tempo.loading.from_pretrained", expensive)  # refused before the model loads
+        monkeypatch.setattr("tempo.model.from_pretrained", expensive)  # refused before the model loads
     path = big_file if video == "big" else hostile_media[video]
     code, out, err = run_cli(["infer", "--video", str(path), "--query", question, *model_args])
     assert_one_error_line(code, err, message)
@@ -444,7 +445,7 @@ def test_library_checks_limits_before_the_first_event(monkeypatch, fixture_model
         next(events)
 
 
-def test_app_reads_its_limits_from_the_environment(monkeypatch):
+def test_app_reads_its_limits_from_the_environment(monkeypatch, fixtures):
     sys.path.insert(0, str(ROOT))
     try:
         app = importlib.import_module("app")
@@ -453,13 +454,27 @@ def test_app_reads_its_limits_from_the_environment(monkeypatch):
     monkeypatch.setenv("TEMPO_MAX_QUESTION_CHARS", "50")
     monkeypatch.setenv("TEMPO_MAX_UPLOAD_MB", "2.5")
     monkeypatch.setenv("TEMPO_MAX_DURATION_MIN", "10")
+    demo = app.serve(load_app_model(fixtures), server_name="127.0.0.1", server_port=free_port(),
+                     prevent_thread_lock=True, quiet=True)
     try:
-        importlib.reload(app)
-        assert app.LIMITS == tempo.Limits(max_question_chars=50, max_upload_bytes=int(2.5 * 2**20), max_duration_s=600)
+        assert demo.max_file_size == int(2.5 * 2**20)
+        question = next(block for block in demo.blocks.values() if getattr(block, "label", None) == "Question")
+        assert question.max_length == 50
     finally:
-        monkeypatch.undo()
-        importlib.reload(app)
-    assert app.LIMITS == tempo.Limits.from_env()
+        demo.close()
+
+
+def test_importing_the_app_does_no_start_up_work_and_starting_it_reads_the_limits():
+    env = {**os.environ, "TEMPO_MAX_UPLOAD_MB": "not-a-number"}
+    env.pop("GRADIO_ANALYTICS_ENABLED", None)
+    code = "import os, app; assert 'GRADIO_ANALYTICS_ENABLED' not in os.environ; print('imported')"
+    imported = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=300)
+    assert imported.returncode == 0 and imported.stdout.strip() == "imported", imported.stderr[-2000:]
+    started = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True,
+                             timeout=300)
+    assert started.returncode == 1
+    assert started.stderr.strip().splitlines()[-1] == "error: TEMPO_MAX_UPLOAD_MB='not-a-number' is not a number."
 
 
 @contextlib.contextmanager
@@ -469,8 +484,8 @@ def serve_with_limits(model, limits: tempo.Limits):
         app = importlib.import_module("app")
     finally:
         sys.path.remove(str(ROOT))
-    demo = app.build_demo(model, limits)
-    app.launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    demo = app.serve(model, limits, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
+                     quiet=True)
     try:
         yield demo.local_url.rstrip("/")
     finally:

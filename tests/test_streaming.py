@@ -22,7 +22,7 @@ def shapes(fixtures):
 def prepared(video, plan, workers, chunk=2):
     from tempo.patches import PatchGeometry
 
-    prepare = lambda index, frames: prepare_segment(index, frames, plan, SamplingConfig(), PatchGeometry(), StageTimer())
+    prepare = lambda index, frames: prepare_segment(index, frames, SamplingConfig(), PatchGeometry(), StageTimer())
     return list(segment_stream(plan, [lambda: open_video(video)] * workers, prepare, chunk=chunk))
 
 

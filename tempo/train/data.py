@@ -15,7 +15,7 @@ from PIL import Image
 from ..compressor import LocalCompressor, VisionFeatures
 from ..patches import PatchGeometry, even_clip_length, model_frame, normalize, patchify
 from ..config import SamplingConfig
-from ..prompts import DECODER_SYSTEM_PROMPT, ROUTING_SYSTEM_PROMPT, compressor_prompt_ids, frame_group_times, time_tag
+from ..prompts import DECODER_SYSTEM_PROMPT, ROUTING_SYSTEM_PROMPT, time_tag
 from ..synthetic import COLOURS, KINDS, Event, Question, SyntheticVideo, make_questions, occurrences
 from ..video import SamplingPlan, VideoInfo, uniform_plan
 
@@ -39,12 +39,6 @@ def segment_pixels(video: SyntheticVideo, plan: SamplingPlan, index: int,
     clip_frames = even_clip_length(len(frames), geometry)
     pixels = torch.stack([model_frame(Image.fromarray(f), geometry, clip_frames) for f in frames])
     return patchify(pixels, geometry)
-
-
-def segment_prompt(tokenizer, plan: SamplingPlan, index: int, grid: tuple[int, int, int],
-                   geometry: PatchGeometry, question: str, system: str = ROUTING_SYSTEM_PROMPT) -> list[int]:
-    times = frame_group_times(plan.model_times(index, grid[0] * geometry.temporal_patch_size), geometry.merge_size)
-    return compressor_prompt_ids(tokenizer, question, times, grid[1] * grid[2] // geometry.merge_size**2, system)
 
 
 def relevant(question: Question, frame_times: list[float]) -> bool:

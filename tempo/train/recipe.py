@@ -34,10 +34,10 @@ from safetensors.torch import save_file
 from ..allocation import adaptive_token_allocation
 from ..compressor import LocalCompressor
 from ..config import AllocationConfig
-from ..loading import RELEVANCE_FILE, TempoModel, build_model, relevance_metadata, save_pretrained, \
-    save_relevance_direction
+from ..loading import RELEVANCE_FILE, relevance_metadata, save_relevance_direction
+from ..model import TempoModel, build_model, save_pretrained
 from ..patches import normalize
-from ..prompts import DECODER_SYSTEM_PROMPT, decoder_prompt_ids, time_tag
+from ..prompts import DECODER_SYSTEM_PROMPT, segment_prompt_ids
 from ..synthetic import COLOURS, KINDS, Question, SyntheticVideo, generate_video, make_questions
 from ..video import SamplingPlan
 from . import data
@@ -178,10 +178,10 @@ class BaseExamples:
         if draw < 0.4:
             request, answer = (data.LIST_BIG, data.big_shapes(video, times)) if draw < 0.25 else \
                 (data.LIST_SMALL, data.small_shapes(video, times))
-            prompt = data.segment_prompt(tok, window, 0, grid, model.geometry, request, system=DECODER_SYSTEM_PROMPT)
+            prompt = segment_prompt_ids(tok, request, window, 0, grid, model.geometry, system=DECODER_SYSTEM_PROMPT)
             return rows, grid, prompt, tok.text(answer) + [self.end]
         question = self._question(video, self.questions[v], times)
-        prompt = data.segment_prompt(tok, window, 0, grid, model.geometry, question.text)
+        prompt = segment_prompt_ids(tok, question.text, window, 0, grid, model.geometry)
         return rows, grid, prompt, [self.yes if data.relevant(question, times) else self.no, self.end]
 
     def _question(self, video: SyntheticVideo, questions: list, times: list[float]) -> Question:
@@ -259,7 +259,7 @@ def relevance_accuracy(model: TempoModel, encoded: list[data.EncodedVideo]) -> d
     for video in encoded:
         vision = video.vision(model.device, model.dtype)
         for question in video.questions:
-            prompts = [data.segment_prompt(tok, video.plan, i, f.grid, model.geometry, question.text)
+            prompts = [segment_prompt_ids(tok, question.text, video.plan, i, f.grid, model.geometry)
                        for i, f in enumerate(video.features)]
             with torch.inference_mode():
                 _, relevance = model.compressor(prompts, vision)
@@ -293,21 +293,18 @@ def answer_loss(model: TempoModel, memories: torch.Tensor, tokens: list[int], ta
                 question: str, answer: str) -> torch.Tensor:
     """Decoder loss for one example: time tag + first k_i memory tokens per segment, then the question."""
     tok = model.tokenizer
-    kept = [memories[i, :k] for i, k in enumerate(tokens)]
-    visual = model.decoder.visual_sequence(kept, [tok.markup(time_tag(t)) for t in tag_times])
-    before, after = decoder_prompt_ids(tok, question)
     answer_ids = tok.text(answer) + [tok.token_id("<|im_end|>")]
-    embeds = model.decoder.prompt_embeddings(before, visual, after + answer_ids)
+    embeds, _ = model.decoder_inputs(memories, tokens, "head", question, tag_times, answer_ids=answer_ids)
     logits = model.decoder.lm(inputs_embeds=embeds[None], logits_to_keep=len(answer_ids) + 1).logits[0]
     return answer_positions_loss(logits, answer_ids)
 
 
-def compress(model: TempoModel, video: data.EncodedVideo, question: str,
+def compress_video(model: TempoModel, video: data.EncodedVideo, question: str,
              chunk: int = 16) -> tuple[torch.Tensor, list[float]]:
     """Memories [N, k_max, d_s] of every segment of `video` for `question` (differentiable), and relevance."""
     tok = model.compressor_tokenizer
     vision = video.vision(model.device, model.dtype)
-    prompts = [data.segment_prompt(tok, video.plan, i, f.grid, model.geometry, question)
+    prompts = [segment_prompt_ids(tok, question, video.plan, i, f.grid, model.geometry)
                for i, f in enumerate(video.features)]
     chunks = [model.compressor(prompts[i:i + chunk], vision[i:i + chunk]) for i in range(0, len(prompts), chunk)]
     return torch.cat([memories for memories, _ in chunks]), torch.cat([r for _, r in chunks]).tolist()
@@ -337,7 +334,7 @@ def align_captions(model: TempoModel, videos: list[data.EncodedVideo], params: l
             tokens = k_max if rng.random() < 0.4 else int(rng.integers(K_MIN, k_max + 1))
             examples.append((video, index, request, answer, tokens))
         vision = [video.segment_vision(index, model.device, model.dtype) for video, index, _, _, _ in examples]
-        prompts = [data.segment_prompt(tok, video.plan, index, features.grid, model.geometry, request)
+        prompts = [segment_prompt_ids(tok, request, video.plan, index, features.grid, model.geometry)
                    for (video, index, request, _, _), features in zip(examples, vision)]
         memories, _ = model.compressor(prompts, vision)
         loss = sum(answer_loss(model, memories[b:b + 1], [tokens], [video.plan.tag_time(index)], request, answer)
@@ -358,7 +355,7 @@ def train_answers(model: TempoModel, videos: list[data.EncodedVideo], groups: li
         for _ in range(recipe.batch):
             video = videos[int(rng.integers(len(videos)))]
             question = video.questions[int(rng.integers(len(video.questions)))]
-            memories, relevance = compress(model, video, question.text)
+            memories, relevance = compress_video(model, video, question.text)
             tokens = training_allocation(relevance, k_max, rng) if truncate else [k_max] * len(relevance)
             loss = answer_loss(model, memories, tokens, video.plan.tag_times(), question.text,
                                data.training_answer(question, video.plan)) / recipe.batch
@@ -376,7 +373,7 @@ def train_decoder_long(model: TempoModel, videos: list[data.EncodedVideo], recip
     for video in videos:
         for question in video.questions:
             with torch.inference_mode():
-                memories, relevance = compress(model, video, question.text)
+                memories, relevance = compress_video(model, video, question.text)
             examples.append((video.plan, question, memories.half().cpu(), relevance))
     schedule = Schedule([{"params": list(model.decoder.parameters()), "lr": recipe.lr}], recipe.long_steps)
     progress = Progress("stage 3", recipe.long_steps, every)
@@ -444,7 +441,7 @@ def train(out_dir: str, recipe: Recipe, device: torch.device, every: int = 50) -
     tok = model.compressor_tokenizer
     yes, no = tok.token_id("Yes"), tok.token_id("No")
     direction = (head.weight[yes] - head.weight[no]).detach().float()
-    compressor.relevance_direction = direction.to(device)
+    compressor.relevance_direction.copy_(direction)
     save_relevance_direction(os.path.join(checkpoint_dir, RELEVANCE_FILE), direction.cpu(),
                              relevance_metadata(base_dir, yes, no))
     with torch.no_grad():  # the release's "smart init": memory tokens drawn like an average embedding

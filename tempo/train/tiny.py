@@ -100,6 +100,7 @@ def tempo_config(tokenizer: Tokenizer) -> dict:
         "num_compression_tokens": MEMORY_TOKENS, "dynamic_compress": True, "visual_token_budget": DEFAULT_BUDGET,
         "tokenizer_model_max_length": CONTEXT_LENGTH, "tokenizer_padding_side": "right",
         "mm_use_im_start_end": False, "mm_use_im_patch_token": False,
+        "tempo_trained_world": "synthetic",  # read by the app: it only knows tempo.synthetic's videos
     }
 
 

@@ -1,0 +1,151 @@
+"""TempoModel: the local compressor and the global decoder of one checkpoint, with what reads and writes them.
+
+`from_pretrained` builds the modules from a released checkpoint's configs and loads its weights (the checkpoint
+format and the hub live in `loading.py`); `save_pretrained` writes the same format back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from typing import Iterator, Sequence
+
+import torch
+from safetensors.torch import save_file
+from transformers import Qwen3Config, Qwen3VLConfig
+from transformers.initialization import no_init_weights
+
+from . import loading
+from .allocation import reduce_memory
+from .compressor import LocalCompressor
+from .decoder import GlobalDecoder
+from .errors import InputError
+from .loading import CheckpointSpec
+from .patches import PatchGeometry
+from .prompts import decoder_prompt_ids, time_tag
+from .tokenizer import TextTokenizer
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+          "float16": torch.float16, "fp16": torch.float16}
+
+
+class TempoModel(torch.nn.Module):
+    """A loaded Tempo: compressor, decoder, both tokenizers and the patch geometry."""
+
+    def __init__(self, compressor: LocalCompressor, decoder: GlobalDecoder, tokenizer: TextTokenizer,
+                 compressor_tokenizer: TextTokenizer, geometry: PatchGeometry, spec: CheckpointSpec, config: dict):
+        super().__init__()
+        self.config = config  # the checkpoint's config.json, written back by save_pretrained
+        self.compressor = compressor
+        self.decoder = decoder
+        self.tokenizer = tokenizer
+        self.compressor_tokenizer = compressor_tokenizer
+        self.geometry = geometry
+        self.spec = spec
+
+    @property
+    def device(self) -> torch.device:
+        return self.compressor.compression_tokens.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.compressor.compression_tokens.dtype
+
+    def decoder_inputs(self, memories: Sequence[torch.Tensor], tokens: Sequence[int], truncation: str,
+                       question: str, tag_times: Sequence[float], context_length: int | None = None,
+                       answer_ids: Sequence[int] = ()) -> tuple[torch.Tensor, int]:
+        """The decoder's input embeddings [S, d]: ChatML around `<t seconds>` + the kept memory tokens of every
+        segment, then the question (and `answer_ids` when training); also how many visual positions were cut.
+
+        As released, the visual sequence is cut to context - reserve - text length (possibly inside a segment).
+        Unlike the release, a question that leaves no room at all is refused instead of being cut off.
+        """
+        kept = [reduce_memory(memory, k, truncation) for memory, k in zip(memories, tokens)]  # [k_i, d_s] each
+        tags = [self.tokenizer.markup(time_tag(t)) for t in tag_times]
+        visual = self.decoder.visual_sequence(kept, tags)  # [V, d]
+        before, after = decoder_prompt_ids(self.tokenizer, question)
+        cut = 0
+        if context_length is not None:
+            room = context_length - self.spec.inference_reserve - len(before) - len(after)
+            if room <= 0:
+                raise InputError(f"The question takes {len(before) + len(after)} tokens and leaves no room for the "
+                                 f"video in the decoder's {context_length}-token context; please shorten it.")
+            cut = max(0, visual.shape[0] - room)
+            visual = visual[:room]
+        return self.decoder.prompt_embeddings(before, visual, after + list(answer_ids)), cut
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def build_model(checkpoint_dir: str, base_dir: str, name: str, device: torch.device, dtype: torch.dtype,
+                initialize: bool = False) -> TempoModel:
+    """Modules, tokenizers and geometry for the configs in `checkpoint_dir` and `base_dir`; weights are left
+    uninitialised for loading, or freshly initialised (`initialize`) for training."""
+    config = loading.checkpoint_config(checkpoint_dir)
+    attention = loading.attention_implementation(device)
+    base_config = Qwen3VLConfig.from_pretrained(base_dir)
+    base_config._attn_implementation = attention
+    decoder_keys = {k: v for k, v in config.items() if k not in ("architectures", "model_type", "rope_scaling")}
+    decoder_config = Qwen3Config(**decoder_keys)
+    decoder_config._attn_implementation = attention
+
+    tokenizer = TextTokenizer(checkpoint_dir)
+    init = contextlib.nullcontext() if initialize else no_init_weights()
+    with init, torch.device(device), _default_dtype(dtype):
+        compressor = LocalCompressor(base_config, int(config["num_compression_tokens"]))
+        decoder = GlobalDecoder(decoder_config, base_config.text_config.hidden_size,
+                                config.get("mm_projector_type", "linear"))
+    decoder.lm.tie_weights()
+    return TempoModel(compressor, decoder, tokenizer, TextTokenizer(base_dir), loading.patch_geometry(base_dir),
+                      loading.checkpoint_spec(checkpoint_dir, config, tokenizer, name), config)
+
+
+def from_pretrained(name_or_path: str | os.PathLike | None = None, *, base: str | os.PathLike | None = None,
+                    device: str | torch.device | None = None, dtype: str | torch.dtype | None = None) -> TempoModel:
+    """Load a Tempo checkpoint (directory or hub id; the embedded Tempo-Tiny when None).
+
+    `base` overrides the base Qwen3-VL location; `device` defaults to CUDA when available; `dtype` to bf16
+    on CUDA and fp32 on CPU.
+    """
+    checkpoint_dir = loading.resolve_checkpoint(name_or_path)
+    config = loading.checkpoint_config(checkpoint_dir)
+    base_dir = loading.resolve_base(config, checkpoint_dir, base)
+    named_base = os.fspath(base) if base is not None else (config.get("mm_vision_tower_aux_list") or [""])[0]
+    base_repo = named_base if loading.is_hub_id(named_base) else None
+
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype or (torch.bfloat16 if device.type == "cuda"
+                                                                     else torch.float32)
+    name = os.fspath(name_or_path) if name_or_path else "Tempo-Tiny (embedded)"
+    model = build_model(checkpoint_dir, base_dir, name, device, dtype)
+    loading.load_weights(model, loading.weight_files(checkpoint_dir))
+
+    tokenizer = model.compressor_tokenizer
+    from_hub = not os.path.isdir(os.path.expanduser(os.fspath(name_or_path or loading.DEFAULT_MODEL)))
+    direction = loading.cached_relevance_direction(checkpoint_dir, from_hub, base_dir, base_repo,
+                                                   Qwen3VLConfig.from_pretrained(base_dir),
+                                                   tokenizer.token_id("Yes"), tokenizer.token_id("No"))
+    model.compressor.relevance_direction.copy_(direction)
+    log.info("loaded %s on %s (%s)", name, device, dtype)
+    return model.eval()
+
+
+def save_pretrained(model: TempoModel, directory: str | os.PathLike) -> None:
+    """Write the weights and config in the released checkpoint format (tokenizer files are the caller's)."""
+    os.makedirs(directory, exist_ok=True)
+    tensors = {loading.checkpoint_key(name): p.detach().to("cpu").contiguous() for name, p in model.named_parameters()}
+    save_file(tensors, os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(directory, "config.json"), "w", encoding="utf-8") as f:
+        json.dump(model.config, f, indent=2)

@@ -1,0 +1,88 @@
+"""A video a browser can play for every upload: the file itself when browsers play it, else a small H.264 proxy.
+
+Browsers play H.264 (8-bit 4:2:0) or AV1 in MP4, and VP8, VP9 or AV1 in WebM. MPEG-4 Part 2, HEVC, AVI, MKV and
+the like are transcoded with the ffmpeg that imageio-ffmpeg ships: a few hundred pixels wide, full motion for
+short clips and key frames only for long ones, so that the proxy stays quick whatever the length. Only the
+preview uses the proxy; the analysis always reads the original file.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+from pathlib import Path
+
+from .errors import VideoError
+
+log = logging.getLogger(__name__)
+
+PLAYABLE = {  # (container suffix, codec) pairs that Chromium, Firefox and Safari all play
+    (".mp4", "h264"), (".m4v", "h264"), (".mp4", "av1"),
+    (".webm", "vp8"), (".webm", "vp9"), (".webm", "av1"),
+}
+PLAYABLE_PIXELS = {"yuv420p", "yuvj420p"}  # 10-bit and 4:4:4 H.264 do not play in browsers
+PROXY_EDGE = 480  # long edge of the proxy, in pixels
+FULL_MOTION_MAX_S = 300.0  # longer videos get a key-frame proxy: decoding every frame of an hour takes minutes
+PROXY_TIMEOUT_S = 900
+
+
+def browser_playable(path: str | os.PathLike) -> bool:
+    """Whether browsers play this file as it is (container by content and suffix, codec, pixel format)."""
+    import av
+
+    suffix = Path(path).suffix.lower()
+    try:
+        with av.open(os.fspath(path)) as container:
+            if not container.streams.video:
+                return False
+            stream = container.streams.video[0]
+            codec, pixels, formats = stream.codec_context.name, stream.codec_context.format, container.format.name
+    except Exception:  # unreadable here means unplayable there; the analysis gives the precise message
+        return False
+    container_matches = "mp4" in formats if suffix in (".mp4", ".m4v") else "webm" in formats
+    return ((suffix, codec) in PLAYABLE and container_matches
+            and (codec != "h264" or (pixels is not None and pixels.name in PLAYABLE_PIXELS)))
+
+
+def proxy_size(width: int, height: int, edge: int = PROXY_EDGE) -> tuple[int, int]:
+    """(width, height) with the long edge at most `edge`, both even (H.264 4:2:0 needs that) and at least 2."""
+    scale = min(1.0, edge / max(width, height))
+    return max(2, round(width * scale / 2) * 2), max(2, round(height * scale / 2) * 2)
+
+
+def make_proxy(path: str | os.PathLike, directory: str | os.PathLike) -> Path:
+    """Transcode `path` into `directory`/preview.mp4 (H.264, AAC) at low priority, so a running analysis keeps the
+    CPU; raises VideoError when ffmpeg cannot read it."""
+    import av
+    import imageio_ffmpeg
+
+    unreadable = VideoError(f"{Path(path).name} cannot be previewed in the browser.")
+    try:
+        with av.open(os.fspath(path)) as container:
+            stream = container.streams.video[0]
+            width, height = stream.codec_context.width, stream.codec_context.height
+            duration = float(container.duration or 0) / 1e6
+    except Exception:  # not a video at all; the analysis gives the precise message
+        raise unreadable from None
+    target = Path(directory) / "preview.mp4"
+    proxy_width, proxy_height = proxy_size(width, height)
+    full_motion = 0 < duration <= FULL_MOTION_MAX_S
+    command = [imageio_ffmpeg.get_ffmpeg_exe(), "-nostdin", "-v", "error", "-y"]
+    if not full_motion:
+        command += ["-skip_frame", "nokey"]  # decode key frames only: a slideshow, but in seconds
+    command += ["-i", os.fspath(path), "-map", "0:v:0", "-vf", f"scale={proxy_width}:{proxy_height}",
+                "-c:v", "libx264", "-preset", "ultrafast", "-crf", "28", "-pix_fmt", "yuv420p",
+                "-movflags", "+faststart"]
+    command += ["-map", "0:a:0?", "-c:a", "aac", "-b:a", "96k"] if full_motion else ["-an", "-fps_mode", "vfr"]
+    command.append(os.fspath(target))
+    result = subprocess.run(command, capture_output=True, text=True, timeout=PROXY_TIMEOUT_S,
+                            preexec_fn=_lower_priority if os.name == "posix" else None)
+    if result.returncode != 0 or not target.is_file():
+        log.info("preview of %s failed: %s", path, result.stderr[-500:])
+        raise unreadable
+    return target
+
+
+def _lower_priority() -> None:
+    os.nice(10)
