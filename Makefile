@@ -1,10 +1,14 @@
-# Everything a fresh machine needs: `make demo` runs the app, `make test` runs the test suite.
-PYTHON ?= python3
-VENV   ?= .venv
-PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
+# Everything a fresh machine needs: `make demo` runs the app, `make test` runs what CI runs.
+PYTHON   ?= python3
+VENV     ?= .venv
+PY       := $(VENV)/bin/python
+STAMP    := $(VENV)/.installed
+OVERLAYS := .overlays
+# The version matrix: what requirements.txt allows besides what the main environment installs.
+PILLOW_13          := pillow>=13,<14
+OLDEST_TRANSFORMERS := transformers==5.20.2
 
-.PHONY: demo test browser conformance clean
+.PHONY: demo test suite matrix browser conformance clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -21,11 +25,28 @@ browser:
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
-test: $(STAMP) browser
+test: suite matrix
+
+suite: $(STAMP) browser
 	$(PY) -m pytest -q
+
+# The same numbers under every supported version: the pixel and conformance tests again with Pillow 13 (gradio
+# keeps the main environment below 13) and with the oldest transformers, each as an overlay on the main
+# environment; then requirements.txt must resolve for Python 3.10 (ZeroGPU's) and 3.12.
+matrix: $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --upgrade --target $(OVERLAYS)/pillow13 "$(PILLOW_13)"
+	PYTHONPATH=$(OVERLAYS)/pillow13 $(PY) -c "import PIL; assert PIL.__version__.startswith('13.'), PIL.__version__; print('Pillow', PIL.__version__)"
+	PYTHONPATH=$(OVERLAYS)/pillow13 $(PY) -m pytest -q -p no:cacheprovider tests/test_resample.py tests/test_patches.py tests/test_conformance.py
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --upgrade --target $(OVERLAYS)/transformers "$(OLDEST_TRANSFORMERS)"
+	PYTHONPATH=$(OVERLAYS)/transformers $(PY) -c "import transformers as t; print('transformers', t.__version__)"
+	PYTHONPATH=$(OVERLAYS)/transformers $(PY) -m pytest -q -p no:cacheprovider tests/test_conformance.py tests/test_loading.py
+	for version in 3.10 3.12; do \
+	  $(PY) -m pip install --quiet --disable-pip-version-check --dry-run --ignore-installed --only-binary=:all: \
+	    --python-version $$version --target $(OVERLAYS)/dry-run -r requirements.txt || exit 1; \
+	  echo "requirements.txt resolves for Python $$version"; done
 
 conformance: $(STAMP)
 	$(PY) -m tempo.conformance tests/fixtures/conformance
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(OVERLAYS) .pytest_cache .hypothesis

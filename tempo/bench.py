@@ -33,9 +33,9 @@ from .compressor import LocalCompressor
 from .config import GenerationConfig, RunConfig, SamplingConfig
 from .events import AllocationDone, Finished, SegmentCompressed
 from .model import TempoModel, from_pretrained
-from .patches import PatchGeometry, clip_size, normalize, patchify, resize_frames, snap_frame
+from .patches import PatchGeometry, clip_size, frame_size, normalize, patchify, resize_frames
 from .pipeline import CompressedVideo, StageTimer, compress_batch, prepare_segments, probe, respond, run
-from .video import VideoInfo, fit_long_edge, open_video, uniform_plan
+from .video import VideoInfo, long_edge_size, open_video, uniform_plan
 
 log = logging.getLogger(__name__)
 
@@ -133,11 +133,14 @@ def reference_tensors(path: str, sampling: SamplingConfig, geometry: PatchGeomet
     info = VideoInfo(path, len(reader), reader.get_avg_fps(), 0, 0, "decord")
     plan = uniform_plan(info, sampling)
     frames = reader.get_batch(plan.frame_indices).asnumpy()
-    images = [fit_long_edge(Image.fromarray(frame), sampling.long_edge) for frame in frames]
+    long_edge = long_edge_size(frames.shape[2], frames.shape[1], sampling.long_edge)
+    images = [Image.fromarray(frame).resize(long_edge, resample=Image.Resampling.BICUBIC) for frame in frames]
+    snapped = frame_size(long_edge[1], long_edge[0], geometry)[::-1]
     pixel_values, grids = [], []
     for window in plan.segments:
         clip = [images[i] for i in window]
-        clip = [snap_frame(image, geometry) for image in (clip * 2 if len(clip) == 1 else clip)]
+        clip = [image.resize(snapped, resample=Image.Resampling.BICUBIC) for image in
+                (clip * 2 if len(clip) == 1 else clip)]
         clip += clip[-1:] * (len(clip) % 2)
         video = torch.stack([torch.from_numpy(np.asarray(image).copy()).permute(2, 0, 1) for image in clip])
         size = clip_size(video.shape[2], video.shape[3], len(clip), geometry)

@@ -1,4 +1,6 @@
-"""Per-video cache of the work that does not depend on the question, so follow-up questions skip it."""
+"""Per-video cache: the work that does not depend on the question, so follow-up questions skip it, and the
+compressor's output for the last few questions, so that trying other allocations (compare, budget sweeps, batch
+jobs that differ only in their settings) skips the compressor too."""
 
 from __future__ import annotations
 
@@ -6,10 +8,11 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
+import torch
 
 from .compressor import VisionFeatures
 from .config import SamplingConfig
@@ -32,14 +35,27 @@ class EncodedSegment:
 
 
 @dataclass
+class Compression:
+    """One question's compressor output for a video: memories [k_max, d_s] and relevance per segment."""
+
+    memories: list[torch.Tensor]
+    relevance: list[float]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(m.numel() * m.element_size() for m in self.memories)
+
+
+@dataclass
 class VideoEntry:
     probed: VideoProbed
     plan: SamplingPlan
     segments: list[EncodedSegment]
+    compressions: OrderedDict[str, Compression] = field(default_factory=OrderedDict)  # by question, least recent first
 
     @property
     def nbytes(self) -> int:
-        return sum(s.nbytes for s in self.segments)
+        return sum(s.nbytes for s in self.segments) + sum(c.nbytes for c in self.compressions.values())
 
 
 class VideoKey(NamedTuple):
@@ -53,6 +69,8 @@ class VideoKey(NamedTuple):
 
 class VideoCache:
     """Least-recently-used entries, keyed by file identity and sampling settings, bounded in bytes."""
+
+    questions_per_video = 8  # compressions kept per video
 
     def __init__(self, max_bytes: int = 2 * 1024**3):
         self.max_bytes = max_bytes
@@ -80,8 +98,33 @@ class VideoCache:
                 del self._entries[stale]
             self._entries[key] = entry
             self._entries.move_to_end(key)
-            while sum(e.nbytes for e in self._entries.values()) > self.max_bytes:
-                self._entries.popitem(last=False)
+            self._evict()
+
+    def compression(self, key: VideoKey, question: str) -> Compression | None:
+        """The compressor's output for `question` on a cached video, if kept."""
+        with self._lock:
+            entry = self._entries.get(key)
+            found = entry.compressions.get(question) if entry is not None else None
+            if found is not None:
+                entry.compressions.move_to_end(question)
+            return found
+
+    def remember(self, key: VideoKey, question: str, compression: Compression) -> None:
+        """Keep `compression` with its cached video (nothing happens if the video is not cached)."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return
+            entry.compressions[question] = compression
+            entry.compressions.move_to_end(question)
+            while len(entry.compressions) > self.questions_per_video or \
+                    (entry.nbytes > self.max_bytes and len(entry.compressions) > 1):
+                entry.compressions.popitem(last=False)
+            self._evict()
+
+    def _evict(self) -> None:
+        while sum(e.nbytes for e in self._entries.values()) > self.max_bytes and self._entries:
+            self._entries.popitem(last=False)
 
     def __len__(self) -> int:
         return len(self._entries)

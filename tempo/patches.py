@@ -1,12 +1,14 @@
 """Segment frames -> Qwen3-VL patch rows, reproducing the released resize chain pixel for pixel.
 
-After `video.fit_long_edge`, the released pipeline (qwen-vl-utils, then the Qwen3-VL processor) applies:
+The released pipeline (its infer.py, qwen-vl-utils, then the Qwen3-VL processor) applies:
+  0. per frame, PIL bicubic to a long edge of at most 512 (`fit_long_edge`);
   1. per frame, PIL bicubic to a size snapped to multiples of 2*factor (qwen-vl-utils passes its 32-pixel
      factor where a patch size is expected, so the factor doubles to 64);
   2. an even frame count, repeating the last frame;
   3. per clip, torch bicubic with antialias to multiples of factor with at least 128 merged tokens per
      frame -- small videos are *up*-scaled and the aspect ratio can change;
   4. rescale + normalise, then cut into (temporal x spatial) patches ordered by 2x2 merge block.
+Steps 0 and 1 are Pillow's arithmetic as Pillow 13 runs it, in our own code (`resample.py`), over a whole segment.
 Every step acts on one frame at a time, so frames can be reduced as soon as they are decoded.
 """
 
@@ -18,9 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
-from PIL import Image
 
 from .errors import VideoError
+from .resample import resize
+from .video import long_edge_size
 
 MAX_ASPECT_RATIO = 200
 FRAME_MIN_TOKENS = 4  # qwen-vl-utils image defaults, in units of (2*factor)^2 pixels
@@ -74,12 +77,16 @@ def snap_size(height: int, width: int, factor: int, min_pixels: float, max_pixel
     return h, w
 
 
-def snap_frame(image: Image.Image, geometry: PatchGeometry) -> Image.Image:
-    """Step 1: per-frame PIL bicubic to multiples of 2*factor (PIL returns a copy when the size is unchanged)."""
+def fit_long_edge(frames: np.ndarray, long_edge: int = 512) -> np.ndarray:
+    """Step 0: uint8 [T, H, W, 3] with the long edge shrunk to `long_edge_size` (unchanged when it fits)."""
+    width, height = long_edge_size(frames.shape[2], frames.shape[1], long_edge)
+    return resize(frames, height, width)
+
+
+def frame_size(height: int, width: int, geometry: PatchGeometry) -> tuple[int, int]:
+    """Step 1's target: multiples of 2*factor within qwen-vl-utils' image pixel range."""
     factor = 2 * geometry.factor
-    w, h = image.size
-    new_h, new_w = snap_size(h, w, factor, FRAME_MIN_TOKENS * factor**2, FRAME_MAX_TOKENS * factor**2)
-    return image.resize((new_w, new_h), resample=Image.Resampling.BICUBIC)
+    return snap_size(height, width, factor, FRAME_MIN_TOKENS * factor**2, FRAME_MAX_TOKENS * factor**2)
 
 
 def clip_size(height: int, width: int, num_frames: int, geometry: PatchGeometry) -> tuple[int, int]:
@@ -99,18 +106,19 @@ def resize_frames(frames: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     return resized.clamp(0, 255).round().to(torch.uint8)
 
 
-def model_frame(image: Image.Image, geometry: PatchGeometry, clip_frames: int) -> torch.Tensor:
-    """Steps 1 and 3 for one frame of a clip of `clip_frames` frames: a [3, H, W] uint8 tensor."""
-    snapped = snap_frame(image.convert("RGB"), geometry)
-    pixels = torch.from_numpy(np.asarray(snapped).copy()).permute(2, 0, 1)
-    size = clip_size(pixels.shape[1], pixels.shape[2], clip_frames, geometry)
-    return resize_frames(pixels[None], size)[0]
-
-
 def even_clip_length(num_frames: int, geometry: PatchGeometry) -> int:
     """Step 2: frame count after padding to a multiple of the temporal patch size."""
     t = geometry.temporal_patch_size
     return max(t, -(-num_frames // t) * t)
+
+
+def model_frames(frames: np.ndarray, geometry: PatchGeometry, clip_frames: int | None = None) -> torch.Tensor:
+    """Steps 1 and 3: uint8 [T, H, W, 3] (long edge fitted) -> [T, 3, h, w], the size the vision tower sees for a
+    clip of `clip_frames` frames (default: these frames, padded to an even count)."""
+    snapped = torch.from_numpy(resize(frames, *frame_size(frames.shape[1], frames.shape[2], geometry)))
+    snapped = snapped.permute(0, 3, 1, 2)  # [T, 3, h1, w1]
+    clip_frames = clip_frames or even_clip_length(len(frames), geometry)
+    return resize_frames(snapped, clip_size(snapped.shape[2], snapped.shape[3], clip_frames, geometry))
 
 
 def patchify(frames: torch.Tensor, geometry: PatchGeometry) -> tuple[torch.Tensor, tuple[int, int, int]]:

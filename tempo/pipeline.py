@@ -5,26 +5,26 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
 from functools import partial
 from typing import Generator, Iterable, Iterator
 
 import numpy as np
 import torch
-from PIL import Image
 
 from .allocation import allocate, check_budget
-from .cache import EncodedSegment, VideoCache, VideoEntry, default_cache
+from .cache import Compression, EncodedSegment, VideoCache, VideoEntry, default_cache
 from .config import RunConfig, SamplingConfig
 from .errors import InputError, ResourceError, TempoError
 from .events import (AllocationDone, AnswerToken, Event, Finished, SegmentCompressed, SegmentSummary,
                      VideoProbed)
 from .model import TempoModel
-from .patches import PatchGeometry, clip_size, even_clip_length, normalize, patchify, resize_frames, snap_frame
+from .patches import PatchGeometry, fit_long_edge, model_frames, normalize, patchify
 from .prompts import segment_prompt_ids
 from .stream import segment_stream
-from .video import (FrameReader, SamplingPlan, decode_workers, fit_long_edge, is_long, open_sparse, open_video,
+from .resample import resize
+from .video import (FrameReader, SamplingPlan, decode_workers, is_long, long_edge_size, open_sparse, open_video,
                     plan_sampling)
 
 THUMBNAIL_EDGE = 320
@@ -90,17 +90,14 @@ def effective_budget(model: TempoModel, config: RunConfig) -> int:
 
 def prepare_segment(index: int, frames: list[np.ndarray], sampling: SamplingConfig, geometry: PatchGeometry,
                     timer: StageTimer) -> PreparedSegment:
-    """Decoded frames of one segment -> patch rows: each frame is reduced to model size on its own (PIL, as
-    released), then the segment is resized and cut into patches in one vectorised step."""
+    """Decoded frames of one segment -> patch rows, the whole segment at once through the released resize chain
+    (`patches`), plus the middle frame as a thumbnail."""
     with timer.stage("preprocess"):
-        images = [fit_long_edge(Image.fromarray(frame), sampling.long_edge) for frame in frames]
-        middle = images[len(images) // 2].copy()
-        middle.thumbnail((THUMBNAIL_EDGE, THUMBNAIL_EDGE))
-        snapped = torch.stack([torch.from_numpy(np.asarray(snap_frame(image, geometry).convert("RGB")).copy())
-                               for image in images]).permute(0, 3, 1, 2)
-        size = clip_size(snapped.shape[2], snapped.shape[3], even_clip_length(len(images), geometry), geometry)
-        rows, grid = patchify(resize_frames(snapped, size), geometry)
-    return PreparedSegment(index, rows, grid, np.asarray(middle))
+        fitted = fit_long_edge(np.stack(frames), sampling.long_edge)  # [T, H, W, 3]
+        middle = fitted[len(frames) // 2][None]
+        width, height = long_edge_size(middle.shape[2], middle.shape[1], THUMBNAIL_EDGE)
+        rows, grid = patchify(model_frames(fitted, geometry), geometry)
+    return PreparedSegment(index, rows, grid, resize(middle, height, width)[0])
 
 
 def prepare_segments(path: str | os.PathLike, reader: FrameReader, plan: SamplingPlan, sampling: SamplingConfig,
@@ -187,7 +184,8 @@ def compress(model: TempoModel, video: str | os.PathLike, question: str, config:
     """Probe and compress segment by segment, yielding `VideoProbed` then one `SegmentCompressed` each.
 
     The question-independent work (decoding, pixels, vision tower) is kept in `cache` (default: one cache per
-    model), so another question about the same file only reruns the compressor's language model.
+    model), so another question about the same file only reruns the compressor's language model, and the same
+    question again (other allocation settings) reruns nothing before the allocation.
     """
     cache = default_cache(model) if cache is None else cache
     sampling = config.sampling
@@ -209,6 +207,13 @@ def compress(model: TempoModel, video: str | os.PathLike, question: str, config:
                              f"{_length(config.limits.max_duration_s)}.")
         yield probed
         check_allocation(probed.num_segments, model.spec.num_memory_tokens, effective_budget(model, config), config)
+
+        known = cache.compression(key, question) if cached is not None else None
+        if known is not None:  # this question was asked before: only the allocation can differ
+            for segment, score in zip(cached.segments, known.relevance):
+                yield SegmentCompressed(segment.index, probed.num_segments, *plan.span(segment.index), score,
+                                        segment.thumbnail)
+            return CompressedVideo(probed, plan, question, list(known.memories), list(known.relevance))
 
         if cached is None:
             segments = prepare_segments(video, reader, plan, sampling, model.geometry, timer)
@@ -235,8 +240,11 @@ def compress(model: TempoModel, video: str | os.PathLike, question: str, config:
             reader.close()
         if batches is not None and hasattr(batches, "close"):
             batches.close()  # stops the decoding workers if we leave early
+    compression = Compression(list(compressed.memories), list(compressed.relevance))
     if encoded is not None:
-        cache.put(key, VideoEntry(probed, plan, encoded))
+        cache.put(key, VideoEntry(probed, plan, encoded, OrderedDict({question: compression})))
+    elif cached is not None:
+        cache.remember(key, question, compression)
     return compressed
 
 

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Iterator, Protocol, Sequence
 
 import numpy as np
-from PIL import Image
 
 from .config import SamplingConfig
 from .errors import VideoError
@@ -124,12 +123,6 @@ def long_edge_size(width: int, height: int, long_edge: int = 512) -> tuple[int, 
         return width, height
     ratio = long_edge / max(width, height)
     return max(16, int(round(width * ratio / 16) * 16)), max(16, int(round(height * ratio / 16) * 16))
-
-
-def fit_long_edge(image: Image.Image, long_edge: int = 512) -> Image.Image:
-    """Shrink with PIL bicubic to `long_edge_size` (released rule)."""
-    size = long_edge_size(*image.size, long_edge)
-    return image if size == image.size else image.resize(size, resample=Image.Resampling.BICUBIC)
 
 
 class FrameReader(Protocol):

@@ -13,7 +13,8 @@ def run_conformance(directory, *extra):
 
 def test_every_fixture_case_and_ata_vector_conforms(fixtures):
     result = run_conformance(fixtures)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    failed = "\n".join(line for line in result.stdout.splitlines() if line.startswith("FAIL"))
+    assert result.returncode == 0, failed + "\n" + result.stdout[-2000:] + result.stderr[-3000:]
     assert "FAIL" not in result.stdout
     assert "ATA vectors: 36 exact, 3 deliberate differences, of 39" in result.stdout
     for case in (fixtures / "cases").iterdir():

@@ -1,11 +1,11 @@
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from PIL import Image
 
 from tempo.errors import VideoError
-from tempo.patches import PatchGeometry, clip_size, model_frame, normalize, patchify, snap_size
+from tempo.patches import PatchGeometry, clip_size, model_frames, normalize, patchify, snap_size
 
 GEOMETRY = PatchGeometry()
 
@@ -18,9 +18,11 @@ def test_frame_snapping_uses_factor_64(h, w, expected):
 @pytest.mark.parametrize("w,h,expected_hw", [(160, 120, (384, 384)), (240, 432, (480, 288)), (64, 48, (320, 448)),
                                              (512, 256, (256, 512)), (512, 288, (256, 512))])
 def test_small_frames_are_upscaled_to_at_least_128_tokens(w, h, expected_hw):
-    frame = model_frame(Image.new("RGB", (w, h), (10, 20, 30)), GEOMETRY, clip_frames=8)
-    assert tuple(frame.shape[1:]) == expected_hw
-    assert frame.shape[1] * frame.shape[2] >= 128 * 32 * 32
+    frames = np.tile(np.array([10, 20, 30], dtype=np.uint8), (8, h, w, 1))
+    model = model_frames(frames, GEOMETRY)
+    assert tuple(model.shape) == (8, 3, *expected_hw)
+    assert model.shape[2] * model.shape[3] >= 128 * 32 * 32
+    assert (model[:, 0] == 10).all() and (model[:, 2] == 30).all()  # a flat frame stays flat through the chain
 
 
 def test_clip_size_limits():

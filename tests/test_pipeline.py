@@ -108,3 +108,25 @@ def test_the_first_segment_is_compressed_on_its_own():
 
     assert list(micro_batches(range(10), 4)) == [[0], [1, 2, 3, 4], [5, 6, 7, 8], [9]]
     assert list(micro_batches([], 4)) == [] and list(micro_batches(range(3), 1)) == [[0], [1], [2]]
+
+
+def test_the_same_question_again_skips_the_compressor(fixture_model, fixtures, tmp_path, monkeypatch):
+    """Another allocation of a question already asked reuses its compression: no compressor pass, same answer as
+    an uncached run with those settings."""
+    import shutil
+
+    from tempo import pipeline
+
+    video = tmp_path / "bikes.mp4"
+    shutil.copy(fixtures / "videos" / "bikes.mp4", video)
+    cache = tempo.VideoCache()
+    first = tempo.answer(fixture_model, video, "How many bikes?", config(), cache)
+    passes = []
+    compress_batch = pipeline.compress_batch
+    monkeypatch.setattr(pipeline, "compress_batch", lambda *a, **k: passes.append(1) or compress_batch(*a, **k))
+    again = tempo.answer(fixture_model, video, "How many bikes?", config(strategy="uniform"), cache)
+    assert not passes and "compress" not in again.timings
+    assert [s.relevance for s in again.segments] == [s.relevance for s in first.segments]
+    uncached = tempo.answer(fixture_model, video, "How many bikes?", config(strategy="uniform"), tempo.VideoCache())
+    assert passes and again.token_ids == uncached.token_ids
+    assert [s.tokens for s in again.segments] == [s.tokens for s in uncached.segments]

@@ -2,10 +2,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from PIL import Image
 
 from tempo.errors import VideoError
-from tempo.video import VideoInfo, fit_long_edge, open_video, sample_frame_indices, sampled_fps, segment_ranges
+from tempo.patches import fit_long_edge
+from tempo.video import VideoInfo, open_video, sample_frame_indices, sampled_fps, segment_ranges
 
 
 @settings(max_examples=300, deadline=None)
@@ -46,7 +46,8 @@ def test_real_fps_and_segments():
 @pytest.mark.parametrize("size,expected", [((1280, 720), (512, 288)), ((640, 272), (512, 224)),
                                            ((320, 240), (320, 240)), ((4000, 16), (512, 16)), ((1, 2000), (16, 512))])
 def test_fit_long_edge(size, expected):
-    assert fit_long_edge(Image.new("RGB", size), 512).size == expected
+    frames = np.zeros((2, size[1], size[0], 3), dtype=np.uint8)
+    assert fit_long_edge(frames, 512).shape == (2, expected[1], expected[0], 3)
 
 
 def test_open_video_errors(tmp_path):

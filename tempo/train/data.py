@@ -10,10 +10,9 @@ from typing import Iterator
 
 import numpy as np
 import torch
-from PIL import Image
 
 from ..compressor import LocalCompressor, VisionFeatures
-from ..patches import PatchGeometry, even_clip_length, model_frame, normalize, patchify
+from ..patches import PatchGeometry, model_frames, normalize, patchify
 from ..config import SamplingConfig
 from ..prompts import DECODER_SYSTEM_PROMPT, ROUTING_SYSTEM_PROMPT, time_tag
 from ..synthetic import COLOURS, KINDS, Event, Question, SyntheticVideo, make_questions, occurrences
@@ -35,10 +34,8 @@ def plan_video(video: SyntheticVideo, max_frames: int) -> SamplingPlan:
 def segment_pixels(video: SyntheticVideo, plan: SamplingPlan, index: int,
                    geometry: PatchGeometry) -> tuple[torch.Tensor, tuple[int, int, int]]:
     """Patch rows of one segment through the inference pixel chain (identity resizes at 512x256)."""
-    frames = video.frames(plan.segment_frame_times(index))
-    clip_frames = even_clip_length(len(frames), geometry)
-    pixels = torch.stack([model_frame(Image.fromarray(f), geometry, clip_frames) for f in frames])
-    return patchify(pixels, geometry)
+    frames = np.stack(video.frames(plan.segment_frame_times(index)))
+    return patchify(model_frames(frames, geometry), geometry)
 
 
 def relevant(question: Question, frame_times: list[float]) -> bool:
@@ -131,7 +128,7 @@ class EncodedVideo:
 def encode_videos(compressor: LocalCompressor, videos: list[SyntheticVideo], max_frames: int,
                   geometry: PatchGeometry, rng: np.random.Generator, batch: int = 8) -> list[EncodedVideo]:
     """Render, patchify and run the (now frozen) vision tower once per segment; segments are rendered on a
-    thread pool (numpy, PIL and torch release the GIL) while the vision tower works through earlier ones."""
+    thread pool (numpy, numba and torch release the GIL) while the vision tower works through earlier ones."""
     encoded = []
     with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
         for video in videos:
