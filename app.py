@@ -1,14 +1,17 @@
-"""Tempo demo: watch a small VLM compress a long video for a question, then answer.
+"""Tempo demo: watch a small VLM compress a long video for a question, then answer, and look at it from every side.
 
 This file is the page (`build_demo`) and the handlers its events call; the work happens in `tempo/`.
 Model: $TEMPO_MODEL / $TEMPO_BASE (hub id or directory), else the embedded Tempo-Tiny. Run: `python app.py`.
+
+API endpoints (gradio_client): /answer (JSON, streamed), /compare, /sweep and /segment (JSON), /report (an HTML
+file), and /analyze, which is what the page itself calls. Every one takes the video and the question first, then
+the settings: max_frames, budget, k_min, strategy, truncation, temperature, max_new_tokens.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
-import html
 import json
 import logging
 import math
@@ -16,7 +19,7 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -26,19 +29,21 @@ import gradio as gr
 from gradio.utils import get_upload_folder
 
 import tempo
-from tempo import plots, preview, report
-from tempo.allocation import STRATEGIES, TRUNCATIONS
+from tempo import analysis, page, plots, preview, report, share
+from tempo.allocation import STRATEGIES, TRUNCATIONS, allocate
 from tempo.config import AllocationConfig, GenerationConfig, SamplingConfig
+from tempo.synthetic import Question, is_correct
 
 log = logging.getLogger("tempo.app")
 ROOT = Path(__file__).resolve().parent
 EXAMPLES_FILE = ROOT / "examples" / "examples.json"
 QUEUE_SIZE = 16  # requests waiting beyond this are refused ("queue is full") instead of piling up
-CACHE_BYTES = 2 * 1024**3  # decoded frames and vision features kept for follow-up questions
+CACHE_BYTES = 2 * 1024**3  # decoded frames, vision features and recent compressions kept for follow-ups
 SEGMENT_REFRESH_S = 0.25  # timeline redraws while compressing; the first and last segment always show
 ANSWER_REFRESH_S = 0.08
 API_REFRESH_S = 0.5
 KEY_FRAMES = 6
+MOST_CHANGED = 5
 NOT_UPLOADED = ("This server only analyses videos uploaded to it (or its examples): please upload the file "
                 "through the page or the API's file upload.")
 MALLOC_SETTINGS = {  # environment variable: (mallopt option, value)
@@ -48,6 +53,25 @@ MALLOC_SETTINGS = {  # environment variable: (mallopt option, value)
 }
 FONTS = ["ui-sans-serif", "system-ui", "-apple-system", "Segoe UI", "Roboto", "Helvetica Neue", "Arial", "sans-serif"]
 MONO_FONTS = ["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"]
+# Clicks on a filmstrip thumbnail or on the timeline pick a segment: the picker's value becomes
+# {"segment": i, "click": n} (a new value each click, so the same segment twice is two changes).
+PICKER_JS = """
+let clicks = 0;
+const pick = (index) => { if (Number.isInteger(index)) props.value = {segment: index, click: ++clicks}; };
+document.addEventListener('click', (event) => {
+  const cell = event.target.closest('#tempo-filmstrip [data-segment]');
+  if (cell) pick(Number(cell.dataset.segment));
+});
+const bound = new WeakSet();
+const bind = () => document.querySelectorAll('#tempo-timeline .js-plotly-plot').forEach((plot) => {
+  if (bound.has(plot) || typeof plot.on !== 'function') return;
+  bound.add(plot);
+  plot.on('plotly_click', (data) => { const point = data.points && data.points[0];
+                                      if (point && point.customdata) pick(Number(point.customdata[3])); });
+});
+new MutationObserver(bind).observe(document.body, {childList: true, subtree: true});
+bind();
+"""
 
 
 # ------------------------------------------------------------------------------------------------ settings
@@ -65,14 +89,12 @@ class Setting:
     info: str | None = None
     choices: dict[str, str] | None = None  # value: label
 
-    def widget(self) -> gr.components.Component:
+    def widget(self, **overrides) -> gr.components.Component:
+        options = dict(label=self.label, info=self.info, value=self.default) | overrides
         if self.choices is None:
-            return gr.Slider(self.minimum, self.maximum, value=self.default, step=self.step, label=self.label,
-                             info=self.info)
-        options = [(label, value) for value, label in self.choices.items()]
-        if len(options) <= 3:
-            return gr.Radio(options, value=self.default, label=self.label, info=self.info)
-        return gr.Dropdown(options, value=self.default, label=self.label, info=self.info)
+            return gr.Slider(self.minimum, self.maximum, step=self.step, **options)
+        choices = [(label, value) for value, label in self.choices.items()]
+        return gr.Radio(choices, **options) if len(choices) <= 3 else gr.Dropdown(choices, **options)
 
     def check(self, value: object) -> object:
         """The value if it fits, else a message naming the setting: Gradio's own checks say only "Value 0 is less
@@ -92,10 +114,10 @@ class Setting:
         return value
 
 
-def settings(model: tempo.TempoModel) -> list[Setting]:
+def settings(model: tempo.TempoModel) -> dict[str, Setting]:
     """The advanced settings in API order; defaults are the library's (tempo.config) and the checkpoint's."""
     spec, sampling, allocation, generation = model.spec, SamplingConfig(), AllocationConfig(), GenerationConfig()
-    return [
+    found = [
         Setting("max_frames", "Max sampled frames", sampling.max_frames, 16, 2048,
                 info="2 frames per second up to this cap"),
         Setting("budget", "Visual token budget", spec.visual_token_budget, 64, 16384,
@@ -107,6 +129,17 @@ def settings(model: tempo.TempoModel) -> list[Setting]:
         Setting("temperature", "Temperature", generation.temperature, 0, 2, step=0.05, info="0 = greedy"),
         Setting("max_new_tokens", "Max new tokens", generation.max_new_tokens, 1, 2048),
     ]
+    return {setting.name: setting for setting in found}
+
+
+SETTING_NAMES = ("max_frames", "budget", "k_min", "strategy", "truncation", "temperature", "max_new_tokens")
+COMPARED = ("strategy", "budget", "k_min", "truncation")  # what the second allocation of a comparison may change
+OTHER_DEFAULTS = {"strategy": {"value": "uniform"}}  # ATA against a uniform share: the paper's comparison
+
+
+def chosen(arguments: dict[str, object]) -> dict[str, object]:
+    """The settings among a handler's arguments (`chosen(locals())`): handlers name each one, for the API."""
+    return {name: arguments[name] for name in SETTING_NAMES}
 
 
 def _shown(value: object) -> str:
@@ -123,7 +156,7 @@ def _whole(value: float, name: str) -> int:
 def run_config(server: Server, values: dict[str, object], no_compression: bool = False) -> tempo.RunConfig:
     """The settings' values by name (from the widgets or the API), checked and made a RunConfig; the library
     checks the rest and explains what is wrong."""
-    checked = {setting.name: setting.check(values[setting.name]) for setting in server.settings}
+    checked = {name: setting.check(values[name]) for name, setting in server.settings.items()}
     return tempo.RunConfig(
         sampling=SamplingConfig(max_frames=_whole(checked["max_frames"], "Max frames")),
         allocation=AllocationConfig(budget=_whole(checked["budget"], "The budget"),
@@ -135,18 +168,72 @@ def run_config(server: Server, values: dict[str, object], no_compression: bool =
         limits=server.limits)
 
 
-# ------------------------------------------------------------------------------------------------ the server
+def other_config(server: Server, config: tempo.RunConfig, strategy: str, budget: float, k_min: float,
+                 truncation: str) -> tempo.RunConfig:
+    """`config` with a comparison's other allocation settings."""
+    checked = {name: server.settings[name].check(value)
+               for name, value in zip(COMPARED, (strategy, budget, k_min, truncation))}
+    return replace(config, allocation=replace(config.allocation, strategy=checked["strategy"],
+                                              budget=_whole(checked["budget"], "The budget"),
+                                              k_min=_whole(checked["k_min"], "k_min"),
+                                              truncation=checked["truncation"]))
 
-def gpu_seconds(video: str, question: str, config: tempo.RunConfig) -> int:
-    """ZeroGPU reservation for one request: start-up plus time per sampled frame (Tempo-6B on one GPU)."""
-    return int(20 + 0.08 * config.sampling.max_frames)
+
+def label(config: tempo.RunConfig) -> str:
+    """A comparison side's name, e.g. "ata · 1,024 tokens · head"."""
+    allocation = config.allocation
+    if allocation.strategy == "off":
+        return "no compression"
+    return f"{allocation.strategy} · {allocation.budget:,} tokens · k_min {allocation.k_min} · {allocation.truncation}"
+
+
+# ------------------------------------------------------------------------------------------------ the model's work
+
+def gpu_seconds(video: str, question: str, config: tempo.RunConfig, *other: object, answers: int = 1) -> int:
+    """ZeroGPU reservation for one request: start-up plus time per sampled frame (Tempo-6B on one GPU), plus a
+    few seconds per answer beyond the first (a comparison's second, a budget sweep's)."""
+    return int(20 + 0.08 * config.sampling.max_frames + 8 * (answers - 1))
+
+
+class UploadCache(tempo.VideoCache):
+    """The per-video cache, knowing that Gradio stores each upload under the SHA-256 of its content: uploading the
+    same file again (as every API call does) rewrites the same path with a new modification time, and is still
+    the same video."""
+
+    def __init__(self, max_bytes: int, uploads: Path):
+        super().__init__(max_bytes)
+        self.uploads = uploads
+
+    def key(self, path: str | os.PathLike, sampling: SamplingConfig) -> tempo.cache.VideoKey:
+        key = super().key(path, sampling)
+        real = Path(key.path)
+        if real.parent.parent == self.uploads and len(real.parent.name) == 64:  # uploads/<sha256>/<name>
+            return key._replace(mtime_ns=0)
+        return key
 
 
 def run_on_device(model: tempo.TempoModel, cache: tempo.VideoCache, video: str, question: str,
                   config: tempo.RunConfig) -> Iterator[tempo.events.Event]:
-    """The model's work for one request. On ZeroGPU this runs in a GPU worker: what it yields is a picklable CPU
-    object."""
+    """One request's events. On ZeroGPU this runs in a GPU worker: what it yields is a picklable CPU object."""
     yield from tempo.run(model, video, question, config, cache)
+
+
+def compare_on_device(model: tempo.TempoModel, cache: tempo.VideoCache, video: str, question: str,
+                      config: tempo.RunConfig, other: tempo.RunConfig) -> tuple[tempo.Finished, tempo.Finished]:
+    """Both allocations of one compression, answered."""
+    compressed = analysis.compression(model, video, question, config, cache)
+    return analysis.reanswer(model, compressed, config), analysis.reanswer(model, compressed, other)
+
+
+def sweep_on_device(model: tempo.TempoModel, cache: tempo.VideoCache, video: str, question: str,
+                    config: tempo.RunConfig) -> list[tempo.Finished]:
+    """`config`'s strategy at a range of budgets, each answered."""
+    return analysis.budget_sweep(model, analysis.compression(model, video, question, config, cache), config)
+
+
+def relevance_on_device(model: tempo.TempoModel, cache: tempo.VideoCache, video: str, question: str,
+                        config: tempo.RunConfig) -> list[float]:
+    return analysis.compression(model, video, question, config, cache).relevance
 
 
 class Server:
@@ -155,18 +242,40 @@ class Server:
     def __init__(self, model: tempo.TempoModel, limits: tempo.Limits):
         self.model = model
         self.limits = limits
-        self.cache = tempo.VideoCache(max_bytes=CACHE_BYTES)
+        uploads = Path(get_upload_folder()).resolve()
+        self.cache = UploadCache(CACHE_BYTES, uploads)
         self.settings = settings(model)
         self.examples = load_examples()
         # Files a visitor may name: this server's uploads and the shipped examples, symlinks resolved.
-        self.visitor_folders = (Path(get_upload_folder()).resolve(), EXAMPLES_FILE.parent.resolve())
-        # A ZeroGPU Space runs this under spaces.GPU (decorated at start-up, as ZeroGPU requires); elsewhere
-        # spaces.GPU hands the function back as it is.
-        self.run = spaces.GPU(duration=gpu_seconds)(functools.partial(run_on_device, model, self.cache))
+        self.visitor_folders = (uploads, EXAMPLES_FILE.parent.resolve())
+        # A ZeroGPU Space runs the model's work under spaces.GPU (decorated at start-up, as ZeroGPU requires);
+        # elsewhere spaces.GPU hands the functions back as they are.
+        def on_device(work: Callable, answers: int = 1) -> Callable:
+            duration = functools.partial(gpu_seconds, answers=answers)
+            return spaces.GPU(duration=duration)(functools.partial(work, model, self.cache))
+
+        self.run = on_device(run_on_device)
+        self.compare = on_device(compare_on_device, answers=2)
+        self.sweep = on_device(sweep_on_device, answers=analysis.SWEEP_BUDGETS)
+        self.relevance = on_device(relevance_on_device)
+
+    def truth(self, video: str, question: str, result: tempo.Finished | None = None) -> share.Truth | None:
+        """The ground truth when the request is one of the shipped examples (same file name and question)."""
+        for entry in self.examples:
+            if Path(entry["video"]).name == Path(video).name and entry["question"].strip() == question.strip():
+                evidence = tuple(tuple(span) for span in entry["evidence"])
+                correct = False
+                if result is not None:
+                    known = Question(entry["family"], entry["question"], entry["expected"], evidence)
+                    segment_seconds = SamplingConfig().segment_frames / result.video.real_fps
+                    correct = is_correct(known, result.answer, segment_seconds)
+                return share.Truth(entry["expected"], evidence, correct)
+        return None
 
 
 def load_examples() -> list[dict]:
-    """examples/examples.json: [{"video", "question", "label"}], keeping the entries whose video is present."""
+    """examples/examples.json: [{"video", "question", "label", "family", "expected", "evidence"}], keeping the
+    entries whose video is present."""
     if not EXAMPLES_FILE.is_file():
         return []
     entries = json.loads(EXAMPLES_FILE.read_text(encoding="utf-8"))
@@ -202,59 +311,17 @@ def refusal(exc: Exception) -> gr.Error:
     return gr.Error(message, print_exception=False)  # the server log has the traceback where one helps
 
 
-# ------------------------------------------------------------------------------------------------ HTML pieces
-
-def header_html(model: tempo.TempoModel) -> str:
-    spec = model.spec
-    note = ""
-    if spec.trained_world == "synthetic":
-        note = ("<p class='note'>This demo runs <b>Tempo-Tiny</b>, a 1.5M-parameter Tempo that only knows its "
-                "synthetic world of moving shapes: try the examples. On your own videos it runs, but its relevance "
-                "and answers mean nothing; the real model is Tempo-6B on a GPU.</p>")
-    return ("<div class='tempo-header'><h1>Tempo <span>query-aware compression for long videos</span></h1>"
-            "<p>A small VLM reads your video 8 frames at a time, packs each segment into memory tokens and scores "
-            "how relevant it is to your question; Adaptive Token Allocation spends the token budget where the "
-            "relevance is, and a language model answers from what was kept.</p>" + note +
-            f"<p class='model'>{html.escape(Path(spec.name).name or spec.name)} · {model.device.type} · "
-            f"k_max {spec.num_memory_tokens} memory tokens per segment · context {spec.context_length:,}</p></div>")
-
-
-def status_html(progress: report.RunProgress, error: str | None = None) -> str:
-    """One line saying what is happening, over a progress bar; an ETA while compressing."""
-    if error:
-        return f"<div class='tempo-status error'>⚠ {html.escape(error)}</div>"
-    done, total = len(progress.segments), progress.num_segments
-    if progress.stage == "opening":
-        text = "Opening the video…"
-    elif progress.stage == "compressing":
-        reached = report.clock(progress.segments[-1].end if done else 0)
-        eta = progress.eta()
-        text = (f"Compressing segment {done} of {total} · {reached} of {report.clock(progress.probed.duration)}"
-                + (f" · about {eta:.0f} s left" if eta is not None else ""))
-    elif progress.stage == "answering":
-        text = f"Allocated {progress.allocation.tokens_used:,} of {progress.allocation.budget:,} tokens · answering…"
-    else:
-        text = f"Done in {progress.finished.timings.get('total', 0.0):.1f} s"
-    width = 100 * done / total if total else 0
-    return f"<div class='tempo-status'>{text}<div class='bar'><div style='width:{width:.1f}%'></div></div></div>"
-
-
-def stats_html(result: tempo.Finished, context_truncated: int) -> str:
-    stats = report.run_stats(result)
-    cards = [
-        (f"{stats['segments']:,}",
-         f"segments · {stats['sampled_frames']:,} frames over {report.clock(stats['duration'])}"),
-        (f"{stats['tokens_used']:,} / {stats['budget']:,}", "visual tokens used / budget"),
-        (f"{stats['tokens_per_frame']:.2f}", "tokens per sampled frame"),
-        (f"{stats['compression']:.1f}×", f"fewer than all {stats['tokens_without_compression']:,} memory tokens"),
-    ]
-    body = "".join(f"<div class='card'><div class='value'>{value}</div><div class='label'>{label}</div></div>"
-                   for value, label in cards)
-    body += "<div class='timings'>" + " · ".join(f"{k} {v:.2f} s" for k, v in result.timings.items()) + "</div>"
-    if context_truncated:
-        body += (f"<div class='warning'>{context_truncated:,} visual positions were cut to fit the decoder context "
-                 "(as in the released code); lower the budget or max frames to keep them all.</div>")
-    return f"<div class='tempo-stats'>{body}</div>"
+def refused(handler: Callable) -> Callable:
+    """Turn any exception of `handler` into the visitor's message (`refusal`)."""
+    @functools.wraps(handler)
+    def wrapped(*args, **kwargs):
+        try:
+            return handler(*args, **kwargs)
+        except gr.Error:
+            raise
+        except Exception as exc:
+            raise refusal(exc) from None
+    return wrapped
 
 
 # ------------------------------------------------------------------------------------------------ handlers
@@ -286,40 +353,50 @@ def analyze(server: Server, video: object, question: str, max_frames: float, bud
             no_compression: bool) -> Iterator[tuple]:
     """The page: live timeline while compressing, tokens once allocated, then the answer token by token.
 
-    Outputs: status, timeline, answer, key frames, stats, JSON and CSV downloads."""
-    values = dict(max_frames=max_frames, budget=budget, k_min=k_min, strategy=strategy, truncation=truncation,
-                  temperature=temperature, max_new_tokens=max_new_tokens)
-    skip = gr.skip()
+    Outputs: status, timeline, answer, key frames, stats, JSON, CSV and HTML report downloads, filmstrip, the
+    expected answer (examples only)."""
+    values = chosen(locals())
+    skip, hidden = gr.skip(), gr.DownloadButton(visible=False)
     progress, frames, workdir, shown = report.RunProgress(), [], None, 0.0
-    yield (status_html(progress), plots.progress_figure(progress), "", None, "", gr.DownloadButton(visible=False),
-           gr.DownloadButton(visible=False))
+    yield (page.status_html(progress), plots.progress_figure(progress), "", None, "", hidden, hidden, hidden, "", "")
     try:
         config = run_config(server, values, bool(no_compression))
-        for event in server.run(visitor_video(server, video), question, config):
+        path = visitor_video(server, video)
+        truth = server.truth(path, question)
+        evidence = truth.evidence if truth else ()
+        for event in server.run(path, question, config):
             progress.update(event)
             now = time.perf_counter()
+            timeline = (page.status_html(progress), plots.progress_figure(progress, evidence))
             if isinstance(event, tempo.SegmentCompressed):
                 frames.append(event.frame)
                 if len(frames) == 1 or len(frames) == event.num_segments or now - shown > SEGMENT_REFRESH_S:
                     shown = now
-                    yield status_html(progress), plots.progress_figure(progress), skip, skip, skip, skip, skip
+                    yield (*timeline, *[skip] * 8)
             elif isinstance(event, tempo.AllocationDone):
-                yield status_html(progress), plots.progress_figure(progress), skip, skip, skip, skip, skip
+                yield (*timeline, *[skip] * 8)
             elif isinstance(event, tempo.AnswerToken) and now - shown > ANSWER_REFRESH_S:
                 shown = now
-                yield skip, skip, progress.answer, skip, skip, skip, skip
+                yield (skip, skip, progress.answer, *[skip] * 7)
             elif isinstance(event, tempo.Finished):
                 # A folder per request, deleted (finally) once Gradio has copied the files into its cache.
                 workdir = tempfile.mkdtemp(prefix="tempo-app-")
                 json_path, csv_path = report.export(event, workdir)
-                yield (status_html(progress), plots.progress_figure(progress), event.answer,
-                       report.key_frames(event.segments, frames, KEY_FRAMES),
-                       stats_html(event, progress.allocation.context_truncated),
+                key_frames = report.key_frames(event.segments, frames, KEY_FRAMES)
+                graded = server.truth(path, question, event)
+                report_path = Path(workdir, "tempo-report.html")
+                report_path.write_text(share.html_report(event, question, key_frames, model=server.model.spec.name,
+                                                         truth=graded), encoding="utf-8")
+                allocation = progress.allocation
+                yield (*timeline, event.answer, key_frames, page.stats_html(event, allocation.context_truncated),
                        gr.DownloadButton(value=str(json_path), visible=True),
-                       gr.DownloadButton(value=str(csv_path), visible=True))
+                       gr.DownloadButton(value=str(csv_path), visible=True),
+                       gr.DownloadButton(value=str(report_path), visible=True),
+                       share.filmstrip_html(event.segments, frames, allocation.k_min, allocation.k_max),
+                       page.truth_html(graded))
     except Exception as exc:
         error = refusal(exc)
-        yield status_html(progress, error=error.message), skip, skip, skip, skip, skip, skip
+        yield (page.status_html(progress, error=error.message), *[skip] * 9)
         raise error from None
     finally:
         if workdir:
@@ -328,21 +405,188 @@ def analyze(server: Server, video: object, question: str, max_frames: float, bud
 
 def answer_api(server: Server, video: object, question: str, max_frames: float, budget: float, k_min: float,
                strategy: str, truncation: str, temperature: float, max_new_tokens: float) -> Iterator[dict]:
-    """JSON for API clients, streamed: partial while compressing (see `stage`), the full result at the end."""
-    values = dict(max_frames=max_frames, budget=budget, k_min=k_min, strategy=strategy, truncation=truncation,
-                  temperature=temperature, max_new_tokens=max_new_tokens)
+    """JSON for API clients, streamed: partial while compressing (see `stage`), the full result at the end
+    (with `truth`, the expected answer, for the shipped examples)."""
+    values = chosen(locals())
     progress, shown = report.RunProgress(), 0.0
     try:
         config = run_config(server, values)
-        for event in server.run(visitor_video(server, video), question, config):
+        path = visitor_video(server, video)
+        for event in server.run(path, question, config):
             progress.update(event)
             first = isinstance(event, tempo.SegmentCompressed) and len(progress.segments) == 1
             milestone = isinstance(event, (tempo.AllocationDone, tempo.Finished))
             if first or milestone or time.perf_counter() - shown > API_REFRESH_S:
                 shown = time.perf_counter()
-                yield progress.to_dict()
+                result = progress.to_dict()
+                truth = server.truth(path, question, event) if isinstance(event, tempo.Finished) else None
+                yield result | ({"truth": truth_dict(truth)} if truth else {})
     except Exception as exc:
         raise refusal(exc) from None
+
+
+def truth_dict(truth: share.Truth) -> dict:
+    return {"expected": truth.expected, "evidence": [list(span) for span in truth.evidence], "correct": truth.correct}
+
+
+def compared(server: Server, video: object, question: str, values: dict[str, object],
+             other: tuple) -> tuple[str, tempo.RunConfig, tempo.RunConfig, tempo.Finished, tempo.Finished]:
+    """Both sides of a comparison: the run's settings and `other` (strategy, budget, k_min, truncation)."""
+    config = run_config(server, values)
+    other_run = other_config(server, config, *other)
+    path = visitor_video(server, video)
+    first, second = server.compare(path, question, config, other_run)
+    return path, config, other_run, first, second
+
+
+@refused
+def compare_view(server: Server, video: object, question: str, max_frames: float, budget: float, k_min: float,
+                 strategy: str, truncation: str, temperature: float, max_new_tokens: float, other_strategy: str,
+                 other_budget: float, other_k_min: float, other_truncation: str) -> tuple:
+    """The Compare tab: both timelines and answers, what changed most, and a summary."""
+    values = chosen(locals())
+    path, config, other, first, second = compared(server, video, question, values,
+                                                  (other_strategy, other_budget, other_k_min, other_truncation))
+    truth = server.truth(path, question)
+    evidence = truth.evidence if truth else ()
+    before, after = [s.tokens for s in first.segments], [s.tokens for s in second.segments]
+    changed = analysis.most_changed(before, after, MOST_CHANGED)
+    labels = (label(config), label(other))
+    changes = plots.comparison_figure(second.segments, before, after, duration=second.video.duration,
+                                      k_max=second.k_max, labels=labels, highlight=changed)
+    return (plots.result_figure(first, evidence), gr.Textbox(value=first.answer, label=labels[0]),
+            plots.result_figure(second, evidence), gr.Textbox(value=second.answer, label=labels[1]), changes,
+            page.comparison_html(first, second, labels, changed))
+
+
+@refused
+def compare_api(server: Server, video: object, question: str, max_frames: float, budget: float, k_min: float,
+                strategy: str, truncation: str, temperature: float, max_new_tokens: float, other_strategy: str,
+                other_budget: float, other_k_min: float, other_truncation: str) -> dict:
+    """Two allocations of one compression: {"first", "second"} (each as /answer's result), the tokens each segment
+    gained or lost, and the segments that changed most."""
+    values = chosen(locals())
+    *_, first, second = compared(server, video, question, values,
+                                 (other_strategy, other_budget, other_k_min, other_truncation))
+    before, after = [s.tokens for s in first.segments], [s.tokens for s in second.segments]
+    return {"first": first.to_dict(), "second": second.to_dict(),
+            "token_changes": analysis.token_changes(before, after),
+            "most_changed": analysis.most_changed(before, after, MOST_CHANGED)}
+
+
+def swept(server: Server, video: object, question: str, values: dict[str, object]) -> list[tempo.Finished]:
+    config = run_config(server, values)
+    return server.sweep(visitor_video(server, video), question, config)
+
+
+@refused
+def sweep_view(server: Server, video: object, question: str, max_frames: float, budget: float, k_min: float,
+               strategy: str, truncation: str, temperature: float, max_new_tokens: float) -> tuple:
+    """The Budget sweep tab: tokens per segment at each budget as a heatmap, and the answer at each budget."""
+    values = chosen(locals())
+    sweep = swept(server, video, question, values)
+    last = sweep[-1]
+    figure = plots.sweep_figure(last.segments, sweep, duration=last.video.duration, k_max=last.k_max)
+    rows = [[f"{result.budget:,}", f"{result.tokens_used:,}", result.answer] for result in reversed(sweep)]
+    return figure, rows
+
+
+@refused
+def sweep_api(server: Server, video: object, question: str, max_frames: float, budget: float, k_min: float,
+              strategy: str, truncation: str, temperature: float, max_new_tokens: float) -> dict:
+    """The run's strategy at budgets from one token per segment to every memory token: one /answer-style result
+    per budget, smallest first."""
+    values = chosen(locals())
+    sweep = swept(server, video, question, values)
+    return {"budgets": [result.budget for result in sweep], "results": [result.to_dict() for result in sweep]}
+
+
+@dataclass(frozen=True)
+class SegmentLook:
+    """One segment as a run saw it: where it is, how relevant, how many tokens it kept, and its frames."""
+
+    index: int
+    start: float
+    end: float
+    relevance: float
+    rank: int  # 1 for the most relevant segment
+    num_segments: int
+    tokens: int
+    frames: list[tuple[Any, str]]  # (frame, its time)
+
+
+def look_at_segment(server: Server, video: object, question: str, values: dict[str, object], index: object,
+                    no_compression: bool = False) -> SegmentLook:
+    """Segment `index` of a run with these settings: the relevance from the (cached) compression, the allocation
+    recomputed from it, the frames decoded again."""
+    if isinstance(index, bool) or not isinstance(index, (int, float)) or not float(index).is_integer():
+        raise tempo.InputError(f"The segment must be a whole number (got {_shown(index)}).")
+    config = run_config(server, values, no_compression)
+    path = visitor_video(server, video)
+    relevance = server.relevance(path, question, config)
+    index = int(index)
+    if not 0 <= index < len(relevance):
+        raise tempo.InputError(f"This video has segments 0 to {len(relevance) - 1} (got {index}).")
+    plan = analysis.sampling_plan(path, config)
+    allocation = config.allocation
+    tokens = allocate(relevance, allocation.budget, allocation.k_min, server.model.spec.num_memory_tokens,
+                      allocation.strategy, allocation.seed)
+    shown = analysis.segment_frames(path, plan, index)
+    return SegmentLook(index, *plan.span(index), relevance[index], analysis.relevance_ranks(relevance)[index],
+                       len(relevance), tokens[index],
+                       [(frame, report.clock(t)) for frame, t in zip(shown.frames, shown.times)])
+
+
+@refused
+def segment_view(server: Server, video: object, question: str, max_frames: float, budget: float, k_min: float,
+                 strategy: str, truncation: str, temperature: float, max_new_tokens: float, no_compression: bool,
+                 picked: object) -> tuple:
+    """A click on the filmstrip or the timeline: that segment's card and frames, in the Segment tab."""
+    if not isinstance(picked, dict) or "segment" not in picked:
+        return gr.skip(), gr.skip(), gr.skip()
+    look = look_at_segment(server, video, question, chosen(locals()), picked["segment"], bool(no_compression))
+    card = page.segment_html(look.index, look.start, look.end, look.relevance, look.rank, look.num_segments,
+                             look.tokens, server.model.spec.num_memory_tokens)
+    return card, look.frames, gr.Tabs(selected="segment")
+
+
+@refused
+def segment_api(server: Server, video: object, question: str, max_frames: float, budget: float, k_min: float,
+                strategy: str, truncation: str, temperature: float, max_new_tokens: float,
+                segment: float) -> tuple:
+    """One segment (0-based): its time, relevance, rank (1 = most relevant) and tokens kept under these
+    settings, and its sampled frames."""
+    look = look_at_segment(server, video, question, chosen(locals()), segment)
+    facts = {"index": look.index, "start": look.start, "end": look.end, "relevance": look.relevance,
+             "rank": look.rank, "tokens": look.tokens}
+    return facts, look.frames
+
+
+def report_api(server: Server, video: object, question: str, max_frames: float, budget: float, k_min: float,
+               strategy: str, truncation: str, temperature: float, max_new_tokens: float) -> Iterator[str]:
+    """The run as one self-contained HTML file (the page's "Report · HTML")."""
+    values = chosen(locals())
+    workdir = None
+    try:
+        config = run_config(server, values)
+        path = visitor_video(server, video)
+        frames, result = [], None
+        for event in server.run(path, question, config):
+            if isinstance(event, tempo.SegmentCompressed):
+                frames.append(event.frame)
+            elif isinstance(event, tempo.Finished):
+                result = event
+        workdir = tempfile.mkdtemp(prefix="tempo-app-")
+        target = Path(workdir, "tempo-report.html")
+        target.write_text(share.html_report(result, question, report.key_frames(result.segments, frames, KEY_FRAMES),
+                                            model=server.model.spec.name,
+                                            truth=server.truth(path, question, result)), encoding="utf-8")
+        yield str(target)
+    except Exception as exc:
+        raise refusal(exc) from None
+    finally:
+        if workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def bound(handler: Callable, server: Server) -> Callable:
@@ -358,7 +602,7 @@ def build_demo(model: tempo.TempoModel, limits: tempo.Limits | None = None) -> g
     """The page around `model`; `limits` guard every request (default: from the environment, see tempo.Limits)."""
     server = Server(model, limits or tempo.Limits.from_env())
     with gr.Blocks(title="Tempo · long-video QA", analytics_enabled=False, delete_cache=(1800, 3600)) as demo:
-        gr.HTML(header_html(model))
+        gr.HTML(page.header_html(model))
         with gr.Row(equal_height=False):
             with gr.Column(scale=2, min_width=340):
                 upload = gr.File(label="Video", file_types=["video"], file_count="single", height=90,
@@ -371,38 +615,93 @@ def build_demo(model: tempo.TempoModel, limits: tempo.Limits | None = None) -> g
                     gr.Examples([[e["video"], e["question"]] for e in server.examples], inputs=[upload, question],
                                 example_labels=[e.get("label") or e["question"] for e in server.examples])
                 with gr.Accordion("Advanced settings", open=False):
-                    widgets = [setting.widget() for setting in server.settings]
+                    widgets = [setting.widget() for setting in server.settings.values()]
                     no_compression = gr.Checkbox(label="No compression (baseline: keep every memory token)")
             with gr.Column(scale=5):
                 status = gr.HTML()
                 plot = gr.Plot(plots.timeline_figure([]), show_label=False, elem_id="tempo-timeline")
+                filmstrip = gr.HTML(elem_id="tempo-filmstrip")
+                picker = gr.HTML(value={}, html_template="", js_on_load=PICKER_JS, elem_id="tempo-picker")
                 with gr.Row(equal_height=False):
-                    answer = gr.Textbox(label="Answer", lines=4, max_lines=16, interactive=False, buttons=["copy"],
-                                        scale=3, elem_id="tempo-answer")
+                    with gr.Column(scale=3):
+                        answer = gr.Textbox(label="Answer", lines=4, max_lines=16, interactive=False,
+                                            buttons=["copy"], elem_id="tempo-answer")
+                        truth = gr.HTML(elem_id="tempo-truth")
                     with gr.Column(scale=2):
                         stats = gr.HTML()
                         with gr.Row():
                             json_file = gr.DownloadButton("Segments · JSON", visible=False, size="sm")
                             csv_file = gr.DownloadButton("Segments · CSV", visible=False, size="sm")
+                            report_file = gr.DownloadButton("Report · HTML", visible=False, size="sm")
+                with gr.Tabs(elem_id="tempo-analysis") as tabs:
+                    with gr.Tab("Segment", id="segment"):
+                        gr.Markdown("Click a segment on the timeline or the filmstrip to see every frame it sampled.")
+                        segment_card = gr.HTML(elem_id="tempo-segment")
+                        segment_frames = gr.Gallery(show_label=False, columns=8, object_fit="contain", height=200,
+                                                    format="jpeg", elem_id="tempo-segment-frames")
+                    with gr.Tab("Compare", id="compare"):
+                        gr.Markdown("Another allocation of the same compression, beside this one (nothing is "
+                                    "compressed again).")
+                        with gr.Row():
+                            others = [server.settings[name].widget(label=f"Other {server.settings[name].label}",
+                                                                   info=None, **OTHER_DEFAULTS.get(name, {}))
+                                      for name in COMPARED]
+                        compare_button = gr.Button("Compare", elem_id="tempo-compare-button")
+                        compare_summary = gr.HTML(elem_id="tempo-compare-summary")
+                        with gr.Row(equal_height=False):
+                            with gr.Column():
+                                first_plot = gr.Plot(show_label=False, elem_id="tempo-compare-first")
+                                first_answer = gr.Textbox(label="This run", interactive=False, lines=2,
+                                                          elem_id="tempo-compare-first-answer")
+                            with gr.Column():
+                                second_plot = gr.Plot(show_label=False, elem_id="tempo-compare-second")
+                                second_answer = gr.Textbox(label="The other", interactive=False, lines=2,
+                                                           elem_id="tempo-compare-second-answer")
+                        changes_plot = gr.Plot(show_label=False, elem_id="tempo-compare-changes")
+                    with gr.Tab("Budget sweep", id="sweep"):
+                        gr.Markdown("The same compression allocated at budgets from one token per segment to every "
+                                    "memory token, and the answer at each.")
+                        sweep_button = gr.Button("Run the sweep", elem_id="tempo-sweep-button")
+                        with gr.Row(equal_height=False):
+                            sweep_plot = gr.Plot(show_label=False, elem_id="tempo-sweep", scale=3)
+                            sweep_answers = gr.Dataframe(headers=["budget", "tokens used", "answer"],
+                                                         interactive=False, wrap=True, scale=2,
+                                                         elem_id="tempo-sweep-answers")
                 gallery = gr.Gallery(label="Key frames: the segments that kept the most tokens", columns=3,
                                      object_fit="cover", format="jpeg", fit_columns=False, elem_id="tempo-gallery")
 
-        strategy = widgets[[s.name for s in server.settings].index("strategy")]
+        strategy = widgets[list(server.settings).index("strategy")]
+        run_inputs = [upload, question, *widgets]
         # Handlers get the raw request values (preprocess=False) and check them themselves: which file may be
         # opened, and settings named in the messages.
-        upload.change(bound(show_preview, server), upload, video, api_visibility="private", concurrency_id="preview",
-                      concurrency_limit=2, preprocess=False, show_progress="minimal")
+        private = dict(api_visibility="private", preprocess=False)
+        upload.change(bound(show_preview, server), upload, video, concurrency_id="preview", concurrency_limit=2,
+                      show_progress="minimal", **private)
         no_compression.change(lambda off: gr.Dropdown(interactive=not off), no_compression, strategy,
                               api_visibility="private", queue=False)
-        gr.on([run_button.click, question.submit], bound(analyze, server),
-              inputs=[upload, question, *widgets, no_compression],
-              outputs=[status, plot, answer, gallery, stats, json_file, csv_file],
+        gr.on([run_button.click, question.submit], bound(analyze, server), inputs=[*run_inputs, no_compression],
+              outputs=[status, plot, answer, gallery, stats, json_file, csv_file, report_file, filmstrip, truth],
               api_name="analyze", concurrency_id="model", show_progress="hidden", preprocess=False)
-        # The API twin: same inputs minus the baseline toggle (strategy "off" is that), one JSON output.
-        api_result = gr.JSON(label="result", visible=False)
-        gr.Button(visible=False).click(bound(answer_api, server), inputs=[upload, question, *widgets],
-                                       outputs=api_result, api_name="answer", concurrency_id="model",
-                                       preprocess=False)
+        picker.change(bound(segment_view, server), [*run_inputs, no_compression, picker],
+                      [segment_card, segment_frames, tabs], concurrency_id="model", **private)
+        compare_button.click(bound(compare_view, server), [*run_inputs, *others],
+                             [first_plot, first_answer, second_plot, second_answer, changes_plot, compare_summary],
+                             concurrency_id="model", **private)
+        sweep_button.click(bound(sweep_view, server), run_inputs, [sweep_plot, sweep_answers],
+                           concurrency_id="model", **private)
+        # The API's own endpoints: the same work, as JSON (and files), for gradio_client.
+        api_result = gr.JSON(visible=False)
+        api_file = gr.File(visible=False)
+        api_frames = gr.Gallery(visible=False)
+        segment_number = gr.Number(visible=False, precision=0)
+        api = dict(concurrency_id="model", preprocess=False)
+        gr.Button(visible=False).click(bound(answer_api, server), run_inputs, api_result, api_name="answer", **api)
+        gr.Button(visible=False).click(bound(compare_api, server), [*run_inputs, *others], api_result,
+                                       api_name="compare", **api)
+        gr.Button(visible=False).click(bound(sweep_api, server), run_inputs, api_result, api_name="sweep", **api)
+        gr.Button(visible=False).click(bound(segment_api, server), [*run_inputs, segment_number],
+                                       [api_result, api_frames], api_name="segment", **api)
+        gr.Button(visible=False).click(bound(report_api, server), run_inputs, api_file, api_name="report", **api)
     return demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=1)
 
 

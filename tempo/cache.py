@@ -77,8 +77,8 @@ class VideoCache:
         self._entries: OrderedDict[VideoKey, VideoEntry] = OrderedDict()
         self._lock = threading.Lock()
 
-    @staticmethod
-    def key(path: str | os.PathLike, sampling: SamplingConfig) -> VideoKey:
+    def key(self, path: str | os.PathLike, sampling: SamplingConfig) -> VideoKey:
+        """The file's identity (a server that knows more about its files can say more, see app.py)."""
         stat = os.stat(path)
         return VideoKey(os.path.realpath(path), stat.st_size, stat.st_mtime_ns, sampling)
 

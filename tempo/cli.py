@@ -1,4 +1,5 @@
-"""`python -m tempo infer`: answer a question about a video from the terminal, showing where tokens go."""
+"""`python -m tempo infer`: answer a question about a video from the terminal, showing where tokens go;
+`python -m tempo batch`: many jobs from a JSON Lines file."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 import time
 from typing import TextIO
 
+from . import batch as batch_module
 from .config import STRATEGIES, TRUNCATIONS, AllocationConfig, GenerationConfig, Limits, RunConfig, SamplingConfig
 
 SAMPLING, ALLOCATION, GENERATION, RUN = SamplingConfig(), AllocationConfig(), GenerationConfig(), RunConfig()
@@ -61,47 +63,62 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default=os.environ.get("TEMPO_MODEL"),
+                        help="checkpoint directory or hub id (default: $TEMPO_MODEL, else the embedded Tempo-Tiny)")
+    parser.add_argument("--base", default=os.environ.get("TEMPO_BASE"),
+                        help="base Qwen3-VL directory or hub id (default: $TEMPO_BASE, else the checkpoint's)")
+    parser.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"],
+                        help="default: bf16 on CUDA, fp32 on CPU")
+    parser.add_argument("--verbose", action="store_true", help="log loading details")
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The settings of a run; their defaults are tempo.config's (the budget: the checkpoint's)."""
+    parser.add_argument("--budget", type=int, default=ALLOCATION.budget,
+                        help="visual token budget (default: the checkpoint's, 8192 for Tempo-6B)")
+    parser.add_argument("--max-frames", type=int, default=SAMPLING.max_frames,
+                        help=f"cap on sampled frames (default {SAMPLING.max_frames})")
+    parser.add_argument("--fast-seek", action="store_true",
+                        help="decode key frames only: an hour in seconds, but not the released sampling")
+    parser.add_argument("--k-min", type=int, default=ALLOCATION.k_min,
+                        help=f"tokens every segment keeps (default {ALLOCATION.k_min})")
+    parser.add_argument("--strategy", choices=tuple(STRATEGIES), default=ALLOCATION.strategy,
+                        help=f"allocation strategy (default {ALLOCATION.strategy})")
+    parser.add_argument("--truncation", choices=tuple(TRUNCATIONS), default=ALLOCATION.truncation,
+                        help=f"intra-segment reduction (default {ALLOCATION.truncation})")
+    parser.add_argument("--temperature", type=float, default=GENERATION.temperature, help="0 = greedy (default)")
+    parser.add_argument("--max-new-tokens", type=int, default=GENERATION.max_new_tokens,
+                        help=f"default {GENERATION.max_new_tokens}")
+    parser.add_argument("--micro-batch", type=int, default=RUN.micro_batch,
+                        help=f"segments per compressor forward pass (default {RUN.micro_batch})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="python -m tempo", description="Query-aware long-video compression.")
     commands = parser.add_subparsers(dest="command", required=True)
     infer = commands.add_parser("infer", help="answer a question about a video")
     infer.add_argument("--video", required=True, help="video file (mp4, mkv, webm, ...)")
     infer.add_argument("--query", required=True, help="the question")
-    infer.add_argument("--model", default=os.environ.get("TEMPO_MODEL"),
-                       help="checkpoint directory or hub id (default: $TEMPO_MODEL, else the embedded Tempo-Tiny)")
-    infer.add_argument("--base", default=os.environ.get("TEMPO_BASE"),
-                       help="base Qwen3-VL directory or hub id (default: $TEMPO_BASE, else the checkpoint's)")
-    infer.add_argument("--budget", type=int, default=ALLOCATION.budget,
-                       help="visual token budget (default: the checkpoint's, 8192 for Tempo-6B)")
-    infer.add_argument("--max-frames", type=int, default=SAMPLING.max_frames,
-                       help=f"cap on sampled frames (default {SAMPLING.max_frames})")
-    infer.add_argument("--fast-seek", action="store_true",
-                       help="decode key frames only: an hour in seconds, but not the released sampling")
-    infer.add_argument("--k-min", type=int, default=ALLOCATION.k_min,
-                       help=f"tokens every segment keeps (default {ALLOCATION.k_min})")
-    infer.add_argument("--strategy", choices=tuple(STRATEGIES), default=ALLOCATION.strategy,
-                       help=f"allocation strategy (default {ALLOCATION.strategy})")
-    infer.add_argument("--truncation", choices=tuple(TRUNCATIONS), default=ALLOCATION.truncation,
-                       help=f"intra-segment reduction (default {ALLOCATION.truncation})")
-    infer.add_argument("--temperature", type=float, default=GENERATION.temperature, help="0 = greedy (default)")
-    infer.add_argument("--max-new-tokens", type=int, default=GENERATION.max_new_tokens,
-                       help=f"default {GENERATION.max_new_tokens}")
-    infer.add_argument("--micro-batch", type=int, default=RUN.micro_batch,
-                       help=f"segments per compressor forward pass (default {RUN.micro_batch})")
-    infer.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
-    infer.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="default: bf16 on CUDA, fp32 on CPU")
+    add_model_options(infer)
+    add_run_options(infer)
     infer.add_argument("--json", dest="json_out", help="write the answer, per-segment data and timings here")
-    infer.add_argument("--verbose", action="store_true", help="log loading details")
+    infer.add_argument("--report", help="write a self-contained HTML report of the run here (opens offline)")
+    batch = commands.add_parser("batch", help="answer many (video, question) jobs from a JSON Lines file",
+                                description=batch_module.__doc__.split("\n\n")[0])
+    batch.add_argument("--input", required=True, help="jobs: one JSON object per line with id, video, question "
+                                                      "and optional settings (budget, strategy, k_min, ...)")
+    batch.add_argument("--output", required=True, help="results, one JSON line per job (appended; resumable)")
+    batch.add_argument("--reports", help="also write one HTML report per answered job into this folder")
+    add_model_options(batch)
+    add_run_options(batch)
     return parser
 
 
-def infer(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from . import model as tempo_model, pipeline
-
-    limits = Limits.from_env()
-    pipeline.check_question(args.query, limits.max_question_chars)  # before the (slow) model load
-    model = tempo_model.from_pretrained(args.model, base=args.base, device=args.device, dtype=args.dtype)
-    config = RunConfig(
+def run_config(args: argparse.Namespace, limits: Limits) -> RunConfig:
+    """The command line's settings as a RunConfig (checked by the library when it runs)."""
+    return RunConfig(
         sampling=SamplingConfig(max_frames=args.max_frames, fast_seek=args.fast_seek),
         allocation=AllocationConfig(budget=args.budget, k_min=args.k_min, strategy=args.strategy,
                                     truncation=args.truncation),
@@ -109,7 +126,17 @@ def infer(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         limits=limits,
         micro_batch=args.micro_batch,
     )
+
+
+def infer(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from . import model as tempo_model, pipeline, report, share
+
+    limits = Limits.from_env()
+    pipeline.check_question(args.query, limits.max_question_chars)  # before the (slow) model load
+    model = tempo_model.from_pretrained(args.model, base=args.base, device=args.device, dtype=args.dtype)
+    config = run_config(args, limits)
     progress = Progress(err)
+    frames = []
     for event in pipeline.run(model, args.video, args.query, config):
         if isinstance(event, VideoProbed):
             err.write(f"{os.path.basename(event.path)}: {_clock(event.duration)} at {event.native_fps:.2f} fps, "
@@ -117,6 +144,7 @@ def infer(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                       f"{event.num_segments} segments\n")
         elif isinstance(event, SegmentCompressed):
             progress.segment(event)
+            frames.append(event.frame)
         elif isinstance(event, AllocationDone):
             err.write(f"tokens per segment {sparkline(event.tokens)}  {event.tokens_used}/{event.budget} used "
                       f"({event.strategy}, k_min {event.k_min}, k_max {event.k_max})\n")
@@ -133,7 +161,25 @@ def infer(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 with open(args.json_out, "w", encoding="utf-8") as f:
                     json.dump(event.to_dict(), f, indent=2, ensure_ascii=False)
                 err.write(f"wrote {args.json_out}\n")
+            if args.report:
+                page = share.html_report(event, args.query, report.key_frames(event.segments, frames),
+                                         model=model.spec.name)
+                with open(args.report, "w", encoding="utf-8") as f:
+                    f.write(page)
+                err.write(f"wrote {args.report}\n")
     return 0
+
+
+def batch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Exit status 0 when every job is answered, 1 when some failed (their lines say why)."""
+    from . import model as tempo_model
+
+    limits = Limits.from_env()
+    jobs = batch_module.read_jobs(args.input)  # before the (slow) model load: a missing file is refused at once
+    model = tempo_model.from_pretrained(args.model, base=args.base, device=args.device, dtype=args.dtype)
+    summary = batch_module.run_batch(model, jobs, args.output, run_config(args, limits), err, args.reports)
+    err.write(f"{summary}; results in {args.output}\n")
+    return 1 if summary.failed else 0
 
 
 def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
@@ -144,7 +190,7 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = 
         return 2
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     try:
-        return infer(args, out, err)
+        return {"infer": infer, "batch": batch}[args.command](args, out, err)
     except TempoError as exc:
         err.write(f"error: {exc}\n")
         return 2

@@ -112,6 +112,13 @@ class RunConfig:
     micro_batch: int = 4
     context_length: int | None = None  # None: the checkpoint's tokenizer_model_max_length
 
+    def summary(self, budget: int) -> dict[str, object]:
+        """The settings a user chose, for reports and JSON (`budget`: the one in effect, after defaults)."""
+        return {"max_frames": self.sampling.max_frames, "fast_seek": self.sampling.fast_seek, "budget": budget,
+                "k_min": self.allocation.k_min, "strategy": self.allocation.strategy,
+                "truncation": self.allocation.truncation, "temperature": self.generation.temperature,
+                "max_new_tokens": self.generation.max_new_tokens}
+
     def validate(self) -> None:
         self.sampling.validate()
         self.allocation.validate()

@@ -19,7 +19,6 @@ import os
 import sys
 import time
 from collections import defaultdict
-from typing import Generator
 
 import numpy as np
 
@@ -27,7 +26,8 @@ from . import allocation
 from .config import AllocationConfig, GenerationConfig, RunConfig
 from .events import Finished
 from .model import TempoModel, from_pretrained
-from .pipeline import CompressedVideo, StageTimer, compress, respond
+from .analysis import compression, reanswer
+from .pipeline import CompressedVideo
 from .synthetic import (FAMILIES, Question, generate_video, is_correct, make_questions, segment_relevance,
                         write_mp4)
 from .train.recipe import TRAINING_SEEDS
@@ -36,15 +36,6 @@ log = logging.getLogger(__name__)
 
 STRATEGIES = tuple(s for s in allocation.STRATEGIES if s != "off")  # the ones held to the budget
 VIDEO_FPS = 2.0  # the rate the pipeline samples at: denser files only cost encoding time
-
-
-def _drain(generator: Generator) -> object:
-    """Run a generator to its end and return its return value."""
-    while True:
-        try:
-            next(generator)
-        except StopIteration as stop:
-            return stop.value
 
 
 def video_file(seed: int, min_duration: float, max_duration: float, directory: str) -> tuple[str, object]:
@@ -94,7 +85,7 @@ def evaluate(model: TempoModel, n: int, seed: int, budget: int | None, min_durat
         path, video = video_file(video_seed, min_duration, max_duration, directory)
         for question in make_questions(video, np.random.default_rng(video_seed)):
             base = RunConfig(generation=GenerationConfig(max_new_tokens=max_new_tokens))
-            compressed: CompressedVideo = _drain(compress(model, path, question.text, base, StageTimer()))
+            compressed = compression(model, path, question.text, base)
             video_budget = budget or compressed.video.num_segments * k_max // 4
             segment_seconds = base.sampling.segment_frames / compressed.video.real_fps
             oracle = dataclasses.replace(compressed, relevance=oracle_relevance(compressed, question))
@@ -103,7 +94,7 @@ def evaluate(model: TempoModel, n: int, seed: int, budget: int | None, min_durat
                 config = RunConfig(allocation=AllocationConfig(budget=video_budget, strategy=strategy,
                                                                truncation=truncation),
                                    generation=base.generation)
-                finished = list(respond(model, source, config, StageTimer()))[-1]
+                finished = reanswer(model, source, config)
                 tokens = [s.tokens for s in finished.segments]
                 outcomes[(name, truncation)].append({
                     "family": question.family,

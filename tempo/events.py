@@ -78,19 +78,22 @@ class Finished:
     k_max: int
     timings: dict[str, float]
     video: VideoProbed
+    settings: dict[str, object] = field(default_factory=dict)  # what the run was asked to do (see RunConfig.summary)
 
     def to_dict(self) -> dict:
-        """JSON-ready summary (the CLI's --json and the app's API)."""
+        """JSON-ready summary (the CLI's --json, the app's API and each line of a batch's output)."""
         return {
             "answer": self.answer,
             "segments": [asdict(s) for s in self.segments],
             "budget": self.budget,
             "tokens_used": self.tokens_used,
+            "k_max": self.k_max,
             "tokens_without_compression": self.k_max * len(self.segments),
             "num_segments": len(self.segments),
             "sampled_frames": self.video.sampled_frames,
             "duration": self.video.duration,
             "timings": self.timings,
+            "settings": self.settings,
         }
 
 

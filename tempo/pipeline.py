@@ -195,7 +195,7 @@ def compress(model: TempoModel, video: str | os.PathLike, question: str, config:
             if os.path.isfile(video) and os.path.getsize(video) > config.limits.max_upload_bytes:
                 raise InputError(f"The file is {os.path.getsize(video) / 2**20:,.1f} MB; this server accepts up "
                                  f"to {config.limits.max_upload_bytes / 2**20:,.1f} MB.")
-            key = VideoCache.key(video, sampling) if os.path.isfile(video) else None
+            key = cache.key(video, sampling) if os.path.isfile(video) else None
             cached = cache.get(key) if key else None
             if cached is None:
                 reader = open_video(video, keyframes_only=sampling.fast_seek, long_edge=sampling.long_edge)
@@ -278,7 +278,19 @@ def respond(model: TempoModel, compressed: CompressedVideo, config: RunConfig,
     segments = [SegmentSummary(i, *compressed.plan.span(i), score, k)
                 for i, (score, k) in enumerate(zip(compressed.relevance, tokens))]
     yield Finished(model.tokenizer.decode(token_ids).strip(), token_ids, segments, budget, sum(tokens),
-                   k_max, timings, compressed.video)
+                   k_max, timings, compressed.video, config.summary(budget))
+
+
+@contextlib.contextmanager
+def out_of_memory_as_error() -> Iterator[None]:
+    """Running out of (GPU) memory becomes a ResourceError the user can act on, and frees what can be freed."""
+    try:
+        yield
+    except (torch.OutOfMemoryError, MemoryError):
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()  # let the next request start from a clean slate
+        raise ResourceError("Out of memory on this video. Lower max frames, the micro-batch or the budget, "
+                            "or use a smaller model.") from None
 
 
 def run(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig | None = None,
@@ -290,14 +302,9 @@ def run(model: TempoModel, video: str | os.PathLike, question: str, config: RunC
     config.validate()
     question = check_question(question, config.limits.max_question_chars)
     timer = StageTimer()
-    try:
+    with out_of_memory_as_error():
         compressed = yield from compress(model, video, question, config, timer, cache)
         yield from respond(model, compressed, config, timer)
-    except (torch.OutOfMemoryError, MemoryError):
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()  # let the next request start from a clean slate
-        raise ResourceError("Out of memory on this video. Lower max frames, the micro-batch or the budget, "
-                            "or use a smaller model.") from None
 
 
 def answer(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig | None = None,

@@ -7,12 +7,16 @@ from typing import Protocol, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .events import Finished
 from .report import RunProgress, clock, span
 
 RELEVANCE_COLOR = "#f97316"
 RELEVANCE_SCALE = [[0.0, "#ffedd5"], [1.0, "#ea580c"]]
 TOKEN_SCALE = [[0.0, "#e0f2fe"], [0.35, "#7dd3fc"], [0.7, "#6366f1"], [1.0, "#a21caf"]]
 GUIDE_COLOR = "#94a3b8"
+EVIDENCE_COLOR = "#16a34a"
+COMPARE_COLORS = ("#6366f1", "#f97316")
+GAIN_COLOR, LOSS_COLOR = "#16a34a", "#dc2626"
 FONT = "ui-sans-serif, system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400)
 
@@ -20,6 +24,7 @@ TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 144
 class Segment(Protocol):
     """Anything with a span and a relevance: `SegmentCompressed` while streaming, `SegmentSummary` after."""
 
+    index: int
     start: float
     end: float
     relevance: float | None
@@ -49,11 +54,14 @@ def _guide(fig: go.Figure, y: float, text: str, dash: str) -> None:
 
 def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = None, *,
                     duration: float | None = None, num_segments: int | None = None, budget: int | None = None,
-                    k_min: int | None = None, k_max: int | None = None, note: str | None = None) -> go.Figure:
+                    k_min: int | None = None, k_max: int | None = None, note: str | None = None,
+                    evidence: Sequence[tuple[float, float]] = ()) -> go.Figure:
     """Relevance curve over bars of tokens kept (once allocated), a heatmap strip below, x in video time.
 
     Pass the segments compressed so far and `num_segments` / `duration` while streaming: the rest of the
-    timeline is greyed out as pending. `note` replaces the empty-state message.
+    timeline is greyed out as pending. `note` replaces the empty-state message. `evidence` shades where the
+    answer is known to be (the examples' ground truth). Every point carries its segment index (customdata[3]),
+    which the page reads when a segment is clicked.
     """
     done = len(segments)
     duration = duration or (segments[-1].end if segments else 60.0)
@@ -62,7 +70,7 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
     relevance = [s.relevance for s in segments]
     has_relevance = bool(segments) and all(r is not None for r in relevance)
     token_text = [f"{k} / {k_max}" if k_max else str(k) for k in tokens] if tokens else ["pending"] * done
-    hover_data = [[span(s.start, s.end), f"{r:.3f}" if r is not None else "n/a", t]
+    hover_data = [[span(s.start, s.end), f"{r:.3f}" if r is not None else "n/a", t, s.index]
                   for s, r, t in zip(segments, relevance, token_text)]
     hover = "<b>%{customdata[0]}</b><br>relevance %{customdata[1]}<br>tokens %{customdata[2]}<extra></extra>"
 
@@ -98,6 +106,12 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
                                  name="tokens" if tokens else "relevance"),
                       row=2, col=1)
 
+    for start, end in evidence:
+        fig.add_vrect(x0=start, x1=end, fillcolor=EVIDENCE_COLOR, opacity=0.18, line_width=0, layer="below",
+                      row="all", col=1)
+    if evidence:
+        fig.add_annotation(x=(evidence[0][0] + evidence[0][1]) / 2, xref="x", yref="paper", y=1.0, yanchor="bottom",
+                           text="evidence", showarrow=False, font=dict(size=11, color=EVIDENCE_COLOR))
     total = num_segments or done
     if done < total:  # the part of the video still being compressed
         fig.add_vrect(x0=segments[-1].end if segments else 0, x1=duration, fillcolor=GUIDE_COLOR, opacity=0.12,
@@ -109,9 +123,7 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
                            text=message or "relevance per segment will appear here", showarrow=False,
                            font=dict(size=13, color=GUIDE_COLOR))
 
-    ticks, labels = time_ticks(duration)
-    fig.update_xaxes(range=[0, duration], tickvals=ticks, ticktext=labels, showgrid=False, zeroline=False,
-                     showline=False, ticks="")
+    _time_axis(fig, duration)
     fig.update_yaxes(title_text="relevance", title_font=dict(color=RELEVANCE_COLOR), tickformat=".2f",
                      range=_relevance_range(relevance) if has_relevance else [0, 1],
                      gridcolor="rgba(148, 163, 184, 0.18)", zeroline=False, row=1, col=1, secondary_y=False)
@@ -120,17 +132,72 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
                      tickvals=sorted({round(top * f) for f in (0, 0.25, 0.5, 0.75, 1)}), showgrid=False,
                      zeroline=False, visible=bool(tokens), row=1, col=1, secondary_y=True)
     fig.update_yaxes(visible=False, fixedrange=True, row=2, col=1)
+    return _styled(fig, 430, "timeline", showlegend=bool(segments), barmode="overlay", bargap=0)
+
+
+def _styled(fig: go.Figure, height: int, revision: str, **layout) -> go.Figure:
+    """The look every figure shares: transparent, system fonts, the timeline's margins (so figures line up)."""
     fig.update_layout(
-        height=430, margin=dict(l=60, r=60, t=40, b=30), barmode="overlay", bargap=0,
-        paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)", hovermode="closest",
-        font=dict(family=FONT, size=12, color="#64748b"), hoverlabel=dict(font_family=FONT),
+        height=height, margin=dict(l=60, r=60, t=40, b=30), paper_bgcolor="rgba(0,0,0,0)",
+        plot_bgcolor="rgba(0,0,0,0)", hovermode="closest", font=dict(family=FONT, size=12, color="#64748b"),
+        hoverlabel=dict(font_family=FONT), uirevision=revision,
         legend=dict(orientation="h", x=0, y=1.02, xanchor="left", yanchor="bottom", bgcolor="rgba(0,0,0,0)"),
-        showlegend=bool(segments), uirevision="timeline",
-    )
+        **layout)
     return fig
 
 
-def progress_figure(progress: RunProgress) -> go.Figure:
+def _time_axis(fig: go.Figure, duration: float, **where) -> None:
+    ticks, labels = time_ticks(duration)
+    fig.update_xaxes(range=[0, duration], tickvals=ticks, ticktext=labels, showgrid=False, zeroline=False,
+                     showline=False, ticks="", **where)
+
+
+def comparison_figure(segments: Sequence[Segment], before: Sequence[int], after: Sequence[int], *, duration: float,
+                      k_max: int, labels: tuple[str, str], highlight: Sequence[int] = ()) -> go.Figure:
+    """Two allocations of one compression: tokens per segment side by side, then what each segment gained or
+    lost, with the segments that changed most labelled."""
+    mids = [(s.start + s.end) / 2 for s in segments]
+    widths = [(s.end - s.start) * 0.45 for s in segments]
+    changes = [b - a for a, b in zip(before, after)]
+    hover = [[span(s.start, s.end), a, b, s.index] for s, a, b in zip(segments, before, after)]
+    template = ("<b>%{customdata[0]}</b><br>" + labels[0] + ": %{customdata[1]} tokens<br>" + labels[1] +
+                ": %{customdata[2]} tokens<extra></extra>")
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.6, 0.4], vertical_spacing=0.08)
+    for values, offset, color, label in ((before, -1, COMPARE_COLORS[0], labels[0]),
+                                         (after, 0, COMPARE_COLORS[1], labels[1])):
+        fig.add_trace(go.Bar(x=mids, y=list(values), width=widths, offset=[offset * w for w in widths],
+                             marker=dict(color=color, line=dict(width=0)), name=label, customdata=hover,
+                             hovertemplate=template), row=1, col=1)
+    fig.add_trace(go.Bar(x=mids, y=changes, width=[w * 2 for w in widths], name="change",
+                         marker=dict(color=[GAIN_COLOR if c > 0 else LOSS_COLOR for c in changes], line=dict(width=0)),
+                         customdata=hover, hovertemplate=template, showlegend=False), row=2, col=1)
+    for i in highlight:
+        fig.add_annotation(x=mids[i], y=changes[i], text=f"{changes[i]:+d}", showarrow=False, row=2, col=1,
+                           yanchor="bottom" if changes[i] > 0 else "top", font=dict(size=11, color="#334155"))
+    _time_axis(fig, duration)
+    fig.update_yaxes(title_text="tokens kept", range=[0, k_max * 1.08], gridcolor="rgba(148, 163, 184, 0.18)",
+                     row=1, col=1)
+    fig.update_yaxes(title_text="change", zeroline=True, zerolinecolor=GUIDE_COLOR, showgrid=False, row=2, col=1)
+    return _styled(fig, 380, "comparison", barmode="overlay", bargap=0)
+
+
+def sweep_figure(segments: Sequence[Segment], sweep: Sequence[Finished], *, duration: float,
+                 k_max: int) -> go.Figure:
+    """Tokens kept per segment (x: video time) at each budget of a sweep (y, smallest at the bottom)."""
+    edges = [s.start for s in segments] + [segments[-1].end]
+    rows = [f"{result.budget:,}" for result in sweep]
+    hover = [[[span(s.start, s.end), row, s.index] for s in segments] for row in rows]
+    fig = go.Figure(go.Heatmap(
+        z=[[s.tokens for s in result.segments] for result in sweep], x=edges, y=rows, colorscale=TOKEN_SCALE,
+        zmin=0, zmax=k_max, xgap=1, ygap=2, customdata=hover,
+        colorbar=dict(title=dict(text="tokens", side="right"), thickness=12, len=0.9),
+        hovertemplate="<b>%{customdata[0]}</b><br>budget %{customdata[1]}<br>%{z} tokens kept<extra></extra>"))
+    _time_axis(fig, duration)
+    fig.update_yaxes(title_text="budget", type="category")
+    return _styled(fig, 90 + 44 * len(rows), "sweep")
+
+
+def progress_figure(progress: RunProgress, evidence: Sequence[tuple[float, float]] = ()) -> go.Figure:
     """`timeline_figure` for a run in flight (or finished), straight from its folded events."""
     allocation, probed = progress.allocation, progress.probed
     return timeline_figure(
@@ -138,4 +205,11 @@ def progress_figure(progress: RunProgress) -> go.Figure:
         duration=probed.duration if probed else None, num_segments=progress.num_segments or None,
         budget=allocation.budget if allocation else None, k_min=allocation.k_min if allocation else None,
         k_max=allocation.k_max if allocation else None,
-        note=None if progress.segments else "waiting for the first segment…")
+        note=None if progress.segments else "waiting for the first segment…", evidence=evidence)
+
+
+def result_figure(result: Finished, evidence: Sequence[tuple[float, float]] = ()) -> go.Figure:
+    """`timeline_figure` of a finished run."""
+    return timeline_figure(result.segments, [s.tokens for s in result.segments], duration=result.video.duration,
+                           budget=result.budget, k_min=int(result.settings.get("k_min", 0)) or None,
+                           k_max=result.k_max, evidence=evidence)

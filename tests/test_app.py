@@ -96,13 +96,70 @@ def test_missing_video_is_a_clear_error(client):
 
 def test_ui_endpoint_fills_every_output_and_leaves_no_files(client, video):
     before = _leftovers()
-    status, plot, answer, gallery, stats, json_file, csv_file = client.predict(
+    status, plot, answer, gallery, stats, json_file, csv_file, report_file, filmstrip, truth = client.predict(
         video, QUESTION, 1024, 8192, 4, "ata", "head", 0, 8, False, api_name="/analyze")
     assert "Done" in status and answer.strip() and "segments" in stats
     assert plot and 1 <= len(gallery) <= 6
-    for download in (json_file, csv_file):
+    for download in (json_file, csv_file, report_file):
         assert os.path.getsize(download["value"]) > 0  # Gradio's copy; the app's own folder is gone
+    assert filmstrip.count("data-segment=") == 10  # one thumbnail per segment of the 40 s clip
+    assert truth == ""  # not one of the shipped examples
     assert _leftovers() == before
+
+
+def test_an_example_answer_carries_its_ground_truth(client, example):
+    video, question = example
+    result = client.predict(video, question, max_new_tokens=8, api_name="/answer")
+    truth = result["truth"]
+    assert truth["expected"] == "yellow" and len(truth["evidence"]) == 1
+    assert truth["correct"] == (result["answer"].strip().lower() == "yellow")
+
+
+def test_compare_reallocates_one_compression(client, example):
+    video, question = example
+    result = client.predict(video, question, max_new_tokens=8, other_strategy="uniform", other_budget=1024,
+                            other_k_min=4, other_truncation="head", api_name="/compare")
+    first, second = result["first"], result["second"]
+    assert first["settings"]["strategy"] == "ata" and second["settings"]["strategy"] == "uniform"
+    assert len(set(s["tokens"] for s in second["segments"])) == 1  # a uniform share
+    assert [s["relevance"] for s in first["segments"]] == [s["relevance"] for s in second["segments"]]
+    changes = result["token_changes"]
+    assert changes == [b["tokens"] - a["tokens"] for a, b in zip(first["segments"], second["segments"])]
+    assert sorted(result["most_changed"], key=lambda i: -abs(changes[i]))[:1] == result["most_changed"][:1]
+
+
+def test_compare_names_a_bad_other_setting(client, example):
+    video, question = example
+    with pytest.raises(AppError, match="Visual token budget 5 is less than minimum 64"):
+        client.predict(video, question, other_strategy="uniform", other_budget=5, other_k_min=4,
+                       other_truncation="head", api_name="/compare")
+
+
+def test_sweep_answers_at_every_budget(client, example):
+    video, question = example
+    result = client.predict(video, question, max_new_tokens=8, api_name="/sweep")
+    assert result["budgets"] == [r["budget"] for r in result["results"]] == [38, 76, 152, 304, 608, 1216]
+    assert all(r["tokens_used"] <= r["budget"] and r["answer"] for r in result["results"])
+
+
+def test_segment_shows_its_frames_and_where_it_stands(client, example):
+    video, question = example
+    answered = client.predict(video, question, max_new_tokens=8, api_name="/answer")
+    facts, frames = client.predict(video, question, max_new_tokens=8, segment=30, api_name="/segment")
+    segment = answered["segments"][30]
+    assert (facts["start"], facts["end"], facts["tokens"]) == (segment["start"], segment["end"], segment["tokens"])
+    assert facts["relevance"] == pytest.approx(segment["relevance"])
+    assert facts["rank"] == 1 + sum(s["relevance"] > segment["relevance"] for s in answered["segments"])
+    assert len(frames) == 8
+    with pytest.raises(AppError, match="This video has segments 0 to 37"):
+        client.predict(video, question, segment=38, api_name="/segment")
+
+
+def test_report_is_one_html_file(client, example):
+    video, question = example
+    page = client.predict(video, question, max_new_tokens=8, api_name="/report")
+    text = open(page, encoding="utf-8").read()
+    assert text.startswith("<!doctype html>") and question in text and "Expected: yellow" in text
 
 
 def test_ui_endpoint_reports_errors_in_the_status_too(client, tmp_path):

@@ -105,3 +105,116 @@ def test_a_video_the_browser_cannot_play_still_previews(app_url, browser, hostil
     assert page.locator(".toast-body").count() == 0
     assert not page.get_by_text("Video not playable").count()
     page.close()
+
+
+# ------------------------------------------------------------------------------------------------ analysis
+
+@pytest.fixture(scope="module")
+def analysed(app_url, browser):
+    """A page that ran the first shipped example (a 2.5-minute needle question) to its answer."""
+    entry = json.loads((ROOT / "examples" / "examples.json").read_text(encoding="utf-8"))[0]
+    page = browser.new_page(viewport={"width": 1440, "height": 1100})
+    page.goto(app_url)
+    page.get_by_text(entry["label"]).first.click()
+    page.wait_for_function("() => document.querySelector('#tempo-preview video')?.src", timeout=30_000)
+    page.get_by_role("button", name="Compress & answer").click()
+    page.get_by_text("Done in").wait_for(timeout=120_000)
+    page.locator("#tempo-filmstrip [data-segment]").first.wait_for(timeout=30_000)
+    yield page, entry
+    page.close()
+
+
+def screenshot(page, name: str) -> None:
+    """The analysis tabs, for the README, when $TEMPO_SCREENSHOT_DIR asks for them."""
+    if os.environ.get("TEMPO_SCREENSHOT_DIR"):
+        directory = Path(os.environ["TEMPO_SCREENSHOT_DIR"])
+        directory.mkdir(parents=True, exist_ok=True)
+        page.locator("#tempo-analysis").screenshot(path=str(directory / name))
+
+
+def plot_data(page, selector: str) -> list:
+    return page.evaluate(f"() => document.querySelector('{selector} .js-plotly-plot').data")
+
+
+def test_an_example_shows_its_evidence_and_expected_answer(analysed):
+    page, entry = analysed
+    truth = page.locator("#tempo-truth .tempo-truth").inner_text()
+    assert f"Expected {entry['expected']}" in truth and ("right" in truth or "wrong" in truth)
+    shapes = page.evaluate("() => document.querySelector('#tempo-timeline .js-plotly-plot').layout.shapes")
+    (start, end), = entry["evidence"]
+    assert any(s.get("x0") == pytest.approx(start) and s.get("x1") == pytest.approx(end) for s in shapes)
+
+
+def test_the_filmstrip_has_a_thumbnail_per_segment_bordered_by_its_tokens(analysed):
+    from tempo.share import token_colour
+
+    page, _ = analysed
+    bars = next(trace for trace in plot_data(page, "#tempo-timeline") if trace["type"] == "bar")
+    tokens = bars["y"]
+    cells = page.locator("#tempo-filmstrip [data-segment]")
+    assert cells.count() == len(tokens) == 38
+    borders = cells.evaluate_all("cells => cells.map(c => getComputedStyle(c).borderTopColor)")
+    assert borders == [token_colour(k, 4, 32) for k in tokens]
+    assert len(set(borders)) > 2  # squeezed and kept segments look different
+
+
+def test_clicking_a_segment_shows_its_frames(analysed):
+    page, _ = analysed
+    page.locator("#tempo-filmstrip [data-segment='30']").click()
+    page.wait_for_function("() => document.querySelector('#tempo-segment h3')?.textContent === 'Segment 31'",
+                           timeout=30_000)
+    page.locator("#tempo-segment-frames img").nth(7).wait_for(timeout=30_000)
+    assert page.locator("#tempo-segment-frames img").count() == 8
+    assert "02:00–02:04" in page.locator("#tempo-segment").inner_text()
+    bar = page.locator("#tempo-timeline .barlayer .point").nth(10)  # the timeline picks segments too
+    box = bar.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] - 3)
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] - 3)
+    page.wait_for_function("() => document.querySelector('#tempo-segment h3')?.textContent === 'Segment 11'",
+                           timeout=30_000)
+
+
+def test_compare_shows_two_timelines_and_two_answers(analysed):
+    page, _ = analysed
+    page.get_by_role("tab", name="Compare").click()
+    page.get_by_role("button", name="Compare", exact=True).click()
+    page.locator("#tempo-compare-summary .tempo-compare").wait_for(timeout=60_000)
+    for side in ("first", "second"):
+        page.locator(f"#tempo-compare-{side} .js-plotly-plot .barlayer .point").first.wait_for(timeout=30_000)
+        assert page.locator(f"#tempo-compare-{side}-answer textarea").input_value().strip()
+    first = next(t for t in plot_data(page, "#tempo-compare-first") if t["type"] == "bar")["y"]
+    second = next(t for t in plot_data(page, "#tempo-compare-second") if t["type"] == "bar")["y"]
+    assert len(set(second)) == 1 and first != second  # ATA against a uniform share
+    assert "uniform" in page.locator("#tempo-compare-summary").inner_text()
+    screenshot(page, "compare.png")
+
+
+def test_the_sweep_draws_a_heatmap_with_one_row_per_budget(analysed):
+    page, _ = analysed
+    page.get_by_role("tab", name="Budget sweep").click()
+    page.get_by_role("button", name="Run the sweep").click()
+    page.locator("#tempo-sweep .js-plotly-plot .hm").first.wait_for(timeout=60_000)
+    heatmap, = plot_data(page, "#tempo-sweep")
+    assert heatmap["type"] == "heatmap" and len(heatmap["y"]) == len(heatmap["z"]) == 6
+    assert all(len(row) == 38 for row in heatmap["z"])
+    page.wait_for_function("() => document.querySelectorAll('#tempo-sweep-answers [role=row]').length === 7",
+                           timeout=30_000)  # the header, then one answer per budget
+    screenshot(page, "sweep.png")
+
+
+def test_the_html_report_opens_offline(app_url, browser, tmp_path, fixtures):
+    from gradio_client import Client, handle_file
+
+    entry = json.loads((ROOT / "examples" / "examples.json").read_text(encoding="utf-8"))[0]
+    report = Client(app_url, verbose=False).predict(handle_file(str(ROOT / "examples" / entry["video"])),
+                                                    entry["question"], max_new_tokens=8, api_name="/report")
+    context = browser.new_context(offline=True)
+    page = context.new_page()
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    page.goto(Path(report).as_uri())
+    page.locator(".js-plotly-plot .barlayer .point").first.wait_for(timeout=30_000)
+    assert page.locator(".frames img").count() >= 1
+    assert page.evaluate("() => [...document.images].every(image => image.complete && image.naturalWidth > 0)")
+    assert [url for url in requests if not url.startswith(("file:", "data:"))] == []
+    context.close()

@@ -222,9 +222,14 @@ def decode_threads() -> list[str]:
 
 
 @pytest.mark.parametrize("inject, message", FAULTS, ids=["out-of-memory", "decoder-failure"])
-def test_app_fault_mid_request_then_the_next_request_succeeds(app_url, video, monkeypatch, inject,
+def test_app_fault_mid_request_then_the_next_request_succeeds(app_url, hostile_media, tmp_path, monkeypatch, inject,
                                                               message):
-    client = Client(app_url, verbose=False)  # each upload is a new file to the app's cache: decoded again
+    # A copy no request has used (trailing bytes change its content, not its frames): the app's cache knows uploads
+    # by content, so only a new file is decoded again.
+    copy = tmp_path / f"{inject.__name__}.mp4"
+    copy.write_bytes(hostile_media[VIDEO].read_bytes() + inject.__name__.encode())
+    video = handle_file(str(copy))
+    client = Client(app_url, verbose=False)
     inject(monkeypatch)
     job = client.submit(video, "What moves?", max_frames=40, max_new_tokens=2, api_name="/answer")
     with pytest.raises(AppError) as error:

@@ -205,25 +205,27 @@ def test_off_zerogpu_the_model_runs_in_process(fixture_model, monkeypatch):
 
 def test_on_zerogpu_the_model_runs_under_spaces_gpu_with_a_dynamic_duration(fixture_model, monkeypatch):
     app = import_app()
-    wrapped = []
+    wrapped = {}
 
     def gpu(duration=None):
         def wrap(fn):
-            wrapped.append((fn, duration))
-            return "the ZeroGPU wrapper"
+            wrapped[fn.func] = duration
+            return f"ZeroGPU {fn.func.__name__}"
         return wrap
 
     monkeypatch.setattr(app.spaces, "GPU", gpu)
     server = app.Server(fixture_model, tempo.Limits())
-    assert server.run == "the ZeroGPU wrapper"
-    (fn, duration), = wrapped
-    assert fn.func is app.run_on_device and duration is app.gpu_seconds
+    assert (server.run, server.compare, server.sweep, server.relevance) == (
+        "ZeroGPU run_on_device", "ZeroGPU compare_on_device", "ZeroGPU sweep_on_device", "ZeroGPU relevance_on_device")
     small, large = (tempo.RunConfig(sampling=tempo.SamplingConfig(max_frames=n)) for n in (64, 1024))
-    assert duration("v.mp4", "q", small) < duration("v.mp4", "q", large)
+    run, compare, sweep = (wrapped[fn] for fn in (app.run_on_device, app.compare_on_device, app.sweep_on_device))
+    assert run("v.mp4", "q", small) < run("v.mp4", "q", large)  # more frames reserve more GPU time
+    assert sweep("v.mp4", "q", large) > compare("v.mp4", "q", large, large) > run("v.mp4", "q", large)
 
 
 def test_the_page_says_what_tempo_tiny_knows(fixture_model):
-    app = import_app()
+    from tempo import page
+
     tiny = tempo.from_pretrained(device="cpu")
-    assert "only knows its synthetic world" in app.header_html(tiny)
-    assert "synthetic world" not in app.header_html(fixture_model)
+    assert "only knows its synthetic world" in page.header_html(tiny)
+    assert "synthetic world" not in page.header_html(fixture_model)

@@ -1,0 +1,113 @@
+"""Looking at one compression from other angles: other allocations of it (compare, budget sweeps) and the frames
+of one segment. The compression comes from the per-video cache when the question was asked before, so none of
+this reruns the vision tower or the compressor.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .cache import VideoCache
+from .config import RunConfig
+from .events import Finished
+from .model import TempoModel
+from .patches import fit_long_edge
+from .pipeline import CompressedVideo, StageTimer, check_question, compress, out_of_memory_as_error, respond
+from .video import SamplingPlan, open_video, plan_sampling
+
+SWEEP_BUDGETS = 6  # rows of a budget sweep
+SEGMENT_FRAME_EDGE = 320  # long edge of the frames shown for one segment
+
+
+def compression(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig,
+                cache: VideoCache | None = None) -> CompressedVideo:
+    """`question` about `video` through the compressor (or from the cache), without answering."""
+    config.validate()
+    question = check_question(question, config.limits.max_question_chars)
+    events = compress(model, video, question, config, StageTimer(), cache)
+    with out_of_memory_as_error():
+        while True:
+            try:
+                next(events)
+            except StopIteration as done:
+                return done.value
+
+
+def reanswer(model: TempoModel, compressed: CompressedVideo, config: RunConfig) -> Finished:
+    """Allocate and answer `compressed` again under `config` (its sampling must be the compression's)."""
+    config.validate()
+    with out_of_memory_as_error():
+        *_, finished = respond(model, compressed, config, StageTimer())
+    return finished
+
+
+def sweep_budgets(num_segments: int, k_max: int, count: int = SWEEP_BUDGETS) -> list[int]:
+    """`count` budgets from one token per segment to every memory token, evenly spaced on a log scale."""
+    low, high = num_segments, num_segments * k_max
+    if count < 2 or low >= high:
+        return [high]
+    budgets = {round(low * (high / low) ** (i / (count - 1))) for i in range(count)}
+    return sorted(budgets)
+
+
+def budget_sweep(model: TempoModel, compressed: CompressedVideo, config: RunConfig,
+                 budgets: list[int] | None = None) -> list[Finished]:
+    """ATA (or `config`'s strategy) at each budget, each with its answer; budgets default to `sweep_budgets`."""
+    budgets = budgets or sweep_budgets(len(compressed.relevance), model.spec.num_memory_tokens)
+    return [reanswer(model, compressed, replace(config, allocation=replace(config.allocation, budget=budget)))
+            for budget in budgets]
+
+
+def token_changes(before: list[int], after: list[int]) -> list[int]:
+    """Tokens each segment gained (positive) or lost going from one allocation to another."""
+    return [b - a for a, b in zip(before, after)]
+
+
+def most_changed(before: list[int], after: list[int], count: int = 5) -> list[int]:
+    """The segments whose token count changed most, largest change first (ties: earlier segment first)."""
+    changes = token_changes(before, after)
+    ranked = sorted((i for i, change in enumerate(changes) if change), key=lambda i: (-abs(changes[i]), i))
+    return ranked[:count]
+
+
+def relevance_ranks(relevance: list[float]) -> list[int]:
+    """1 for the most relevant segment, then 2, ... (ties share the better rank)."""
+    order = sorted(relevance, reverse=True)
+    return [order.index(score) + 1 for score in relevance]
+
+
+@dataclass(frozen=True)
+class SegmentFrames:
+    """The sampled frames of one segment, at display size, with the time each shows."""
+
+    index: int
+    frames: list[np.ndarray]
+    times: list[float]
+
+
+def segment_frames(video: str | os.PathLike, plan: SamplingPlan, index: int,
+                   long_edge: int = SEGMENT_FRAME_EDGE) -> SegmentFrames:
+    """Decode the frames `plan` sampled for segment `index` (fast seek plans read key frames)."""
+    if not 0 <= index < len(plan.segments):
+        raise IndexError(f"segment {index} is outside 0..{len(plan.segments) - 1}")
+    window = plan.segments[index]
+    reader = open_video(video, keyframes_only=plan.keyframes_only, long_edge=long_edge)
+    try:
+        decoded = list(reader.read([plan.frame_indices[i] for i in window]))
+    finally:
+        reader.close()
+    frames = fit_long_edge(np.stack(decoded), long_edge)
+    return SegmentFrames(index, list(frames), [plan.frame_times[i] for i in window])
+
+
+def sampling_plan(video: str | os.PathLike, config: RunConfig) -> SamplingPlan:
+    """The plan a run with `config` samples `video` by (the file is only probed)."""
+    reader = open_video(video, keyframes_only=config.sampling.fast_seek, long_edge=config.sampling.long_edge)
+    try:
+        return plan_sampling(reader, config.sampling)
+    finally:
+        reader.close()
+

@@ -1,0 +1,236 @@
+"""Many (video, question) jobs from a JSON Lines file: one model load, resumable, one result line per job.
+
+Each input line is an object with `id`, `video` (absolute, or relative to the input file) and `question`, and
+optionally per-job settings (`JOB_SETTINGS`). Any other field (`family`, `expected`, ...) is copied to the job's
+result. A result line is the CLI's `--json` object plus `id`, `video` and `question`, or `{"id", "error"}` when
+the job fails; the batch goes on. Results are appended as each job ends, so an interrupted batch resumes where it
+stopped: a second run with the same output skips the ids already answered and retries the ones that failed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TextIO
+
+from . import report, share
+from .cache import VideoCache
+from .config import RunConfig
+from .errors import InputError, TempoError
+from .events import Finished, SegmentCompressed
+from .model import TempoModel
+from .pipeline import run
+
+# Per-job settings: the field, the RunConfig part it belongs to, and its type.
+JOB_SETTINGS = {
+    "max_frames": ("sampling", int), "fast_seek": ("sampling", bool), "budget": ("allocation", int),
+    "k_min": ("allocation", int), "strategy": ("allocation", str), "truncation": ("allocation", str),
+    "temperature": ("generation", float), "max_new_tokens": ("generation", int),
+}
+RESULT_KEYS = ("id", "video", "question")
+TYPE_NAMES = {int: "a whole number", float: "a number", str: "text", bool: "true or false"}
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One line of a jobs file: which video, which question, and the settings that differ from the batch's."""
+
+    id: str
+    video: str
+    question: str
+    settings: dict[str, object] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)  # copied to the result as they are
+
+
+@dataclass
+class Summary:
+    """What a batch run did with its jobs."""
+
+    total: int = 0
+    answered: int = 0
+    skipped: int = 0
+    failed: int = 0
+
+    def __str__(self) -> str:
+        return (f"{self.total} jobs: {self.answered} answered, {self.skipped} skipped (already answered), "
+                f"{self.failed} failed")
+
+
+def read_jobs(path: str | os.PathLike) -> list[Job | dict]:
+    """The jobs of a JSON Lines file, in order; a line that is not a job becomes its `{"id", "error"}` result."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise InputError(f"No jobs file at {path}.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"Cannot read the jobs file {path}: {exc}.") from None
+    jobs: list[Job | dict] = []
+    first_line: dict[str, int] = {}
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            job = parse_job(line, path.parent)
+        except InputError as exc:
+            job = {"id": _line_id(line, number), "error": str(exc)}
+        job_id = job.id if isinstance(job, Job) else job["id"]
+        if job_id in first_line:  # results are matched to jobs by id: a repeated id makes them ambiguous
+            raise InputError(f"{path.name}: the id {job_id!r} is on lines {first_line[job_id]} and {number}; "
+                             "ids must be unique.")
+        first_line[job_id] = number
+        jobs.append(job)
+    return jobs
+
+
+def parse_job(line: str, directory: Path) -> Job:
+    try:
+        entry = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"Not a JSON object ({exc.msg}).") from None
+    if not isinstance(entry, dict):
+        raise InputError("Each line must be a JSON object with id, video and question.")
+    missing = [key for key in ("id", "video", "question") if key not in entry]
+    if missing:
+        raise InputError(f"The job lacks {', '.join(missing)}.")
+    if not isinstance(entry["id"], (str, int)) or not isinstance(entry["video"], str):
+        raise InputError("id must be a string or a number and video a path.")
+    settings = {key: entry[key] for key in JOB_SETTINGS if key in entry}
+    extra = {key: value for key, value in entry.items() if key not in RESULT_KEYS and key not in JOB_SETTINGS}
+    video = entry["video"] if os.path.isabs(entry["video"]) else str(directory / entry["video"])
+    return Job(str(entry["id"]), video, entry["question"], settings, extra)
+
+
+def _line_id(line: str, number: int) -> str:
+    try:
+        entry = json.loads(line)
+    except json.JSONDecodeError:
+        entry = None
+    if isinstance(entry, dict) and isinstance(entry.get("id"), (str, int)):
+        return str(entry["id"])
+    return f"line {number}"
+
+
+def job_config(job: Job, base: RunConfig) -> RunConfig:
+    """`base` with the job's own settings, each checked for its type (the library checks the ranges)."""
+    parts = {"sampling": {}, "allocation": {}, "generation": {}}
+    for key, value in job.settings.items():
+        part, kind = JOB_SETTINGS[key]
+        fits = isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value, fits = float(value), True
+        if not fits:
+            raise InputError(f"{key} must be {TYPE_NAMES[kind]} (got {value!r}).")
+        parts[part][key] = value
+    return replace(base, **{part: replace(getattr(base, part), **values) for part, values in parts.items() if values})
+
+
+def answered_ids(output: Path) -> set[str]:
+    """The ids `output` already answered. Lines of failed jobs (retried now) and a half-written last line are
+    dropped from the file."""
+    if not output.is_file():
+        return set()
+    kept, ids = [], set()
+    for line in output.read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(entry, dict) and "answer" in entry and "id" in entry:
+            kept.append(line)
+            ids.add(str(entry["id"]))
+    partial = output.with_name(output.name + ".partial")
+    partial.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    partial.replace(output)
+    return ids
+
+
+class ProgressBar:
+    """Jobs done so far and an ETA on stderr: one rewritten line on a terminal, a line per job otherwise."""
+
+    width = 24
+
+    def __init__(self, stream: TextIO, total: int):
+        self.stream, self.total, self.done = stream, total, 0
+        self.started = time.perf_counter()
+        self.tty = stream.isatty()
+
+    def update(self, job_id: str, outcome: str) -> None:
+        self.done += 1
+        elapsed = time.perf_counter() - self.started
+        eta = elapsed / self.done * (self.total - self.done)
+        filled = math.floor(self.width * self.done / max(1, self.total))
+        line = (f"batch {self.done}/{self.total} [{'#' * filled}{'.' * (self.width - filled)}] "
+                f"{elapsed:5.0f}s elapsed, ETA {eta:4.0f}s  {job_id}: {outcome}")
+        if self.tty:
+            self.stream.write("\r" + line[:160].ljust(160) + ("\n" if self.done == self.total else ""))
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+def report_name(job_id: str) -> str:
+    """A file name for a job's report: the id with anything unsafe replaced."""
+    return (re.sub(r"[^A-Za-z0-9._-]+", "_", job_id).strip("._") or "job") + ".html"
+
+
+def run_job(model: TempoModel, job: Job, config: RunConfig, cache: VideoCache) -> tuple[Finished, list]:
+    """One job to its `Finished` event, with the segment thumbnails its report shows."""
+    frames = []
+    for event in run(model, job.video, job.question, config, cache):
+        if isinstance(event, SegmentCompressed):
+            frames.append(event.frame)
+        elif isinstance(event, Finished):
+            return event, frames
+    raise TempoError("The pipeline ended without an answer.")
+
+
+def run_batch(model: TempoModel, jobs: list[Job | dict], output: str | os.PathLike, base: RunConfig, err: TextIO,
+              reports: str | os.PathLike | None = None) -> Summary:
+    """Answer every job not already in `output`, appending one line each; returns what happened."""
+    output = Path(output)
+    done = answered_ids(output)
+    summary = Summary(total=len(jobs))
+    pending = [job for job in jobs if (job.id if isinstance(job, Job) else job["id"]) not in done]
+    summary.skipped = len(jobs) - len(pending)
+    if reports:
+        os.makedirs(reports, exist_ok=True)
+    cache = VideoCache()  # questions about the same video reuse its decoded frames and vision features
+    progress = ProgressBar(err, len(pending))
+    with output.open("a", encoding="utf-8") as results:
+        for job in pending:
+            if isinstance(job, dict):  # a line that was not a job
+                line, outcome = job, "error: " + job["error"]
+            else:
+                line, outcome = _answer(model, job, base, cache, reports)
+            summary.failed += "error" in line
+            summary.answered += "error" not in line
+            results.write(json.dumps(line, ensure_ascii=False) + "\n")
+            results.flush()
+            progress.update(str(line["id"]), outcome)
+    return summary
+
+
+def _answer(model: TempoModel, job: Job, base: RunConfig, cache: VideoCache,
+            reports: str | os.PathLike | None) -> tuple[dict, str]:
+    try:
+        result, frames = run_job(model, job, job_config(job, base), cache)
+    except (TempoError, OSError) as exc:
+        return {"id": job.id, "error": str(exc)}, "error: " + str(exc)
+    except Exception as exc:  # a bug on one job must not cost the others their answers
+        log.exception("job %s failed", job.id)
+        message = f"Unexpected {type(exc).__name__}: {exc}"
+        return {"id": job.id, "error": message}, "error: " + message
+    if reports:
+        key = report.key_frames(result.segments, frames)
+        page = share.html_report(result, job.question, key, model=model.spec.name)
+        Path(reports, report_name(job.id)).write_text(page, encoding="utf-8")
+    line = {"id": job.id, "video": job.video, "question": job.question, **job.extra, **result.to_dict()}
+    return line, f"answered in {result.timings.get('total', 0):.1f}s"

@@ -1,0 +1,97 @@
+"""The demo page's HTML pieces: header, status line, stats cards, a segment's card, a comparison's summary and
+the expected answer of an example. Pure functions of the run's data; app.py places them (styles: app.css)."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Sequence
+
+from .events import Finished
+from .model import TempoModel
+from .report import RunProgress, clock, run_stats, span
+from .share import Truth
+
+
+def header_html(model: TempoModel) -> str:
+    spec = model.spec
+    note = ""
+    if spec.trained_world == "synthetic":
+        note = ("<p class='note'>This demo runs <b>Tempo-Tiny</b>, a 1.5M-parameter Tempo that only knows its "
+                "synthetic world of moving shapes: try the examples. On your own videos it runs, but its relevance "
+                "and answers mean nothing; the real model is Tempo-6B on a GPU.</p>")
+    return ("<div class='tempo-header'><h1>Tempo <span>query-aware compression for long videos</span></h1>"
+            "<p>A small VLM reads your video 8 frames at a time, packs each segment into memory tokens and scores "
+            "how relevant it is to your question; Adaptive Token Allocation spends the token budget where the "
+            "relevance is, and a language model answers from what was kept.</p>" + note +
+            f"<p class='model'>{html.escape(Path(spec.name).name or spec.name)} · {model.device.type} · "
+            f"k_max {spec.num_memory_tokens} memory tokens per segment · context {spec.context_length:,}</p></div>")
+
+
+def status_html(progress: RunProgress, error: str | None = None) -> str:
+    """One line saying what is happening, over a progress bar; an ETA while compressing."""
+    if error:
+        return f"<div class='tempo-status error'>⚠ {html.escape(error)}</div>"
+    done, total = len(progress.segments), progress.num_segments
+    if progress.stage == "opening":
+        text = "Opening the video…"
+    elif progress.stage == "compressing":
+        reached = clock(progress.segments[-1].end if done else 0)
+        eta = progress.eta()
+        text = (f"Compressing segment {done} of {total} · {reached} of {clock(progress.probed.duration)}"
+                + (f" · about {eta:.0f} s left" if eta is not None else ""))
+    elif progress.stage == "answering":
+        text = f"Allocated {progress.allocation.tokens_used:,} of {progress.allocation.budget:,} tokens · answering…"
+    else:
+        text = f"Done in {progress.finished.timings.get('total', 0.0):.1f} s"
+    width = 100 * done / total if total else 0
+    return f"<div class='tempo-status'>{text}<div class='bar'><div style='width:{width:.1f}%'></div></div></div>"
+
+
+def stats_html(result: Finished, context_truncated: int) -> str:
+    stats = run_stats(result)
+    cards = [
+        (f"{stats['segments']:,}",
+         f"segments · {stats['sampled_frames']:,} frames over {clock(stats['duration'])}"),
+        (f"{stats['tokens_used']:,} / {stats['budget']:,}", "visual tokens used / budget"),
+        (f"{stats['tokens_per_frame']:.2f}", "tokens per sampled frame"),
+        (f"{stats['compression']:.1f}×", f"fewer than all {stats['tokens_without_compression']:,} memory tokens"),
+    ]
+    body = "".join(f"<div class='card'><div class='value'>{value}</div><div class='label'>{label}</div></div>"
+                   for value, label in cards)
+    body += "<div class='timings'>" + " · ".join(f"{k} {v:.2f} s" for k, v in result.timings.items()) + "</div>"
+    if context_truncated:
+        body += (f"<div class='warning'>{context_truncated:,} visual positions were cut to fit the decoder context "
+                 "(as in the released code); lower the budget or max frames to keep them all.</div>")
+    return f"<div class='tempo-stats'>{body}</div>"
+
+
+def truth_html(truth: Truth | None) -> str:
+    """The expected answer of an example, and whether the model's matches."""
+    if truth is None:
+        return ""
+    verdict, mark = ("right", "✓") if truth.correct else ("wrong", "✗")
+    return (f"<div class='tempo-truth {verdict}'>{mark} Expected <b>{html.escape(truth.expected)}</b> · the answer is "
+            f"{verdict}. The evidence is shaded green on the timeline.</div>")
+
+
+def segment_html(index: int, start: float, end: float, relevance: float, rank: int, num_segments: int,
+                 tokens: int, k_max: int) -> str:
+    """The inspector's card for one segment."""
+    facts = [("time", span(start, end)), ("relevance", f"{relevance:.3f}"),
+             ("rank", f"{rank} of {num_segments} by relevance"), ("tokens kept", f"{tokens} of {k_max}")]
+    cells = "".join(f"<div class='card'><div class='value'>{html.escape(value)}</div>"
+                    f"<div class='label'>{label}</div></div>" for label, value in facts)
+    return f"<div class='tempo-segment'><h3>Segment {index + 1}</h3><div class='tempo-stats'>{cells}</div></div>"
+
+
+def comparison_html(before: Finished, after: Finished, labels: tuple[str, str], changed: Sequence[int]) -> str:
+    """How two allocations of one compression differ, in a sentence and a list of the biggest changes."""
+    differ = sum(a.tokens != b.tokens for a, b in zip(before.segments, after.segments))
+    items = "".join(
+        f"<li>{span(after.segments[i].start, after.segments[i].end)}: {before.segments[i].tokens} → "
+        f"{after.segments[i].tokens} tokens</li>" for i in changed)
+    same = "the same answer" if before.answer.strip() == after.answer.strip() else "different answers"
+    return (f"<div class='tempo-compare'><p>{html.escape(labels[0])}: {before.tokens_used:,} tokens · "
+            f"{html.escape(labels[1])}: {after.tokens_used:,} tokens · {differ} of {len(after.segments)} segments "
+            f"keep a different number · {same}.</p>" + (f"<p>Changed most:</p><ul>{items}</ul>" if items else "") + "</div>")

@@ -1,0 +1,112 @@
+"""HTML that stands on its own: a run's report as one file that opens offline, and the filmstrip of segments.
+
+Images are data URIs and the report embeds Plotly's JavaScript, so nothing is fetched from anywhere.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import plotly.io as pio
+from PIL import Image
+
+from . import plots
+from .events import Finished, SegmentSummary
+from .report import clock, run_stats, span
+
+FILMSTRIP_EDGE = 112  # long edge of a filmstrip thumbnail
+REPORT_FRAME_EDGE = 320
+SQUEEZED, KEPT = (203, 213, 225), (220, 38, 38)  # border colours at k_min (grey) and at k_max (red)
+
+
+@dataclass(frozen=True)
+class Truth:
+    """What a known example should give: the expected answer and where in the video it is."""
+
+    expected: str
+    evidence: tuple[tuple[float, float], ...]
+    correct: bool
+
+
+def data_uri(frame: np.ndarray, long_edge: int) -> str:
+    """An RGB frame as a JPEG data URI, shrunk to `long_edge` (for display only)."""
+    image = Image.fromarray(frame)
+    image.thumbnail((long_edge, long_edge))
+    buffer = io.BytesIO()
+    image.save(buffer, format="JPEG", quality=82)
+    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def token_colour(tokens: int, k_min: int, k_max: int) -> str:
+    """Grey at k_min (squeezed) to red at k_max (kept), as in the paper's filmstrip."""
+    share = 0.0 if k_max <= k_min else min(1.0, max(0.0, (tokens - k_min) / (k_max - k_min)))
+    r, g, b = (round(low + (high - low) * share) for low, high in zip(SQUEEZED, KEPT))
+    return f"rgb({r}, {g}, {b})"
+
+
+def filmstrip_html(segments: Sequence[SegmentSummary], frames: Sequence[np.ndarray], k_min: int, k_max: int) -> str:
+    """One thumbnail per segment in time order, bordered by the tokens it kept; each carries its segment index
+    (`data-segment`) for the page's segment inspector."""
+    cells = []
+    for segment, frame in zip(segments, frames):
+        title = f"{span(segment.start, segment.end)} · {segment.tokens} tokens"
+        cells.append(f"<button class='tempo-film' data-segment='{segment.index}' title='{html.escape(title)}' "
+                     f"style='border-color:{token_colour(segment.tokens, k_min, k_max)}'>"
+                     f"<img src='{data_uri(frame, FILMSTRIP_EDGE)}' alt='segment {segment.index}'>"
+                     f"<span>{clock(segment.start)}</span></button>")
+    return f"<div class='tempo-filmstrip'>{''.join(cells)}</div>"
+
+
+REPORT_STYLE = """
+body { font-family: ui-sans-serif, system-ui, -apple-system, 'Segoe UI', Roboto, Arial, sans-serif; color: #1e293b;
+       max-width: 1100px; margin: 2rem auto; padding: 0 1rem; }
+h1 { font-size: 1.6rem; margin-bottom: 0.2rem; } h1 span { font-weight: 400; color: #64748b; font-size: 1rem; }
+.question { font-size: 1.15rem; margin: 1rem 0 0.3rem; } .answer { font-size: 1.15rem; background: #eef2ff;
+            border-radius: 8px; padding: 0.6rem 0.9rem; white-space: pre-wrap; }
+.truth { margin: 0.4rem 0; } .truth.right { color: #15803d; } .truth.wrong { color: #b91c1c; }
+table { border-collapse: collapse; margin: 0.8rem 0; font-size: 0.9rem; }
+td, th { padding: 0.2rem 0.8rem 0.2rem 0; text-align: left; } th { color: #64748b; font-weight: 500; }
+.frames { display: grid; grid-template-columns: repeat(auto-fill, minmax(220px, 1fr)); gap: 10px; }
+figure { margin: 0; } figure img { width: 100%; border-radius: 6px; } figcaption { font-size: 0.8rem; color: #64748b; }
+footer { margin-top: 2rem; font-size: 0.8rem; color: #94a3b8; }
+"""
+
+
+def html_report(result: Finished, question: str, key_frames: Sequence[tuple[np.ndarray, str]], *,
+                model: str, truth: Truth | None = None) -> str:
+    """One self-contained HTML page for a run: question, answer, settings, the interactive timeline, the key
+    frames and the timings. It opens offline (Plotly inlined, frames as data URIs)."""
+    stats = run_stats(result)
+    figure = plots.result_figure(result, truth.evidence if truth else ())
+    timeline = pio.to_html(figure, include_plotlyjs=True, full_html=False, config={"displaylogo": False})
+    settings = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
+                       for k, v in result.settings.items())
+    numbers = [("segments", f"{stats['segments']:,} ({stats['sampled_frames']:,} frames over "
+                            f"{clock(stats['duration'])})"),
+               ("visual tokens", f"{stats['tokens_used']:,} of a {stats['budget']:,} budget"),
+               ("tokens per frame", f"{stats['tokens_per_frame']:.2f}"),
+               ("compression", f"{stats['compression']:.1f}x fewer than all memory tokens")]
+    numbers_html = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in numbers)
+    timings = " · ".join(f"{k} {v:.2f} s" for k, v in result.timings.items())
+    frames = "".join(f"<figure><img src='{data_uri(frame, REPORT_FRAME_EDGE)}' alt='{html.escape(caption)}'>"
+                     f"<figcaption>{html.escape(caption)}</figcaption></figure>" for frame, caption in key_frames)
+    truth_html = ""
+    if truth is not None:
+        verdict = "right" if truth.correct else "wrong"
+        truth_html = (f"<p class='truth {verdict}'>Expected: {html.escape(truth.expected)} · the answer is "
+                      f"{verdict}. The evidence is shaded green on the timeline.</p>")
+    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+            f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
+            f"<title>Tempo · {html.escape(question[:80])}</title><style>{REPORT_STYLE}</style></head><body>"
+            f"<h1>Tempo <span>{html.escape(result.video.path.rsplit('/', 1)[-1])} · "
+            f"{html.escape(model)}</span></h1>"
+            f"<p class='question'><b>Q:</b> {html.escape(question)}</p><div class='answer'>{html.escape(result.answer)}"
+            f"</div>{truth_html}<table>{numbers_html}</table>{timeline}"
+            f"<h2>Key frames</h2><div class='frames'>{frames}</div>"
+            f"<h2>Settings</h2><table>{settings}</table><p>Timings: {html.escape(timings)}</p>"
+            "<footer>Made with Tempo: query-aware compression for long videos.</footer></body></html>")
