@@ -5,6 +5,7 @@ this reruns the vision tower or the compressor.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, replace
 
@@ -71,6 +72,18 @@ def most_changed(before: list[int], after: list[int], count: int = 5) -> list[in
     changes = token_changes(before, after)
     ranked = sorted((i for i, change in enumerate(changes) if change), key=lambda i: (-abs(changes[i]), i))
     return ranked[:count]
+
+
+def allocation_shape(tokens: list[int], k_min: int, k_max: int) -> dict[str, float]:
+    """How peaked an allocation is: the share of segments at the floor (k_min or less) and near the ceiling
+    (3/4 of k_max or more), and the entropy of the tokens' spread over segments, normalised to 1 for an even
+    spread."""
+    total = sum(tokens)
+    shares = [k / total for k in tokens if k > 0] if total else []
+    entropy = -sum(p * math.log(p) for p in shares) / math.log(len(tokens)) if len(tokens) > 1 else 1.0
+    return {"at_k_min": sum(k <= k_min for k in tokens) / len(tokens),
+            "near_k_max": sum(k >= 0.75 * k_max for k in tokens) / len(tokens),
+            "entropy": entropy}
 
 
 def relevance_ranks(relevance: list[float]) -> list[int]:

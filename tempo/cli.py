@@ -1,5 +1,6 @@
 """`python -m tempo infer`: answer a question about a video from the terminal, showing where tokens go;
-`python -m tempo batch`: many jobs from a JSON Lines file."""
+`python -m tempo batch`: many jobs from a JSON Lines file; `python -m tempo figures`: allocation figures of a
+batch's results."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 import time
 from typing import TextIO
 
-from . import batch as batch_module
+from . import batch as batch_module, figures as figures_module
 from .config import STRATEGIES, TRUNCATIONS, AllocationConfig, GenerationConfig, Limits, RunConfig, SamplingConfig
 
 SAMPLING, ALLOCATION, GENERATION, RUN = SamplingConfig(), AllocationConfig(), GenerationConfig(), RunConfig()
@@ -113,6 +114,14 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--reports", help="also write one HTML report per answered job into this folder")
     add_model_options(batch)
     add_run_options(batch)
+    figures = commands.add_parser("figures", help="the paper's allocation figures for a batch's results",
+                                  description=figures_module.__doc__.split("\n\n")[0])
+    figures.add_argument("results", help="a batch's results (JSON Lines)")
+    figures.add_argument("--out", required=True, help="folder for the PNG and HTML figures and figures.json")
+    figures.add_argument("--split", choices=["auto", "family", "budget", "none"], default="auto",
+                         help="split the tokens-per-segment histogram (default: by family when the jobs carry one, "
+                              "else by budget when budgets differ)")
+    figures.add_argument("--verbose", action="store_true", help="log details")
     return parser
 
 
@@ -182,6 +191,14 @@ def batch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 1 if summary.failed else 0
 
 
+def figures(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    results = figures_module.read_results(args.results)
+    drawn = figures_module.write_figures(results, args.out, args.split)
+    err.write(f"{drawn['jobs']} jobs -> {', '.join(name + '.png/.html' for name in figures_module.NAMES)} and "
+              f"figures.json in {args.out}\n")
+    return 0
+
+
 def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -190,7 +207,7 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = 
         return 2
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     try:
-        return {"infer": infer, "batch": batch}[args.command](args, out, err)
+        return {"infer": infer, "batch": batch, "figures": figures}[args.command](args, out, err)
     except TempoError as exc:
         err.write(f"error: {exc}\n")
         return 2

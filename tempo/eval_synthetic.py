@@ -14,7 +14,6 @@ import argparse
 import dataclasses
 import json
 import logging
-import math
 import os
 import sys
 import time
@@ -26,7 +25,7 @@ from . import allocation
 from .config import AllocationConfig, GenerationConfig, RunConfig
 from .events import Finished
 from .model import TempoModel, from_pretrained
-from .analysis import compression, reanswer
+from .analysis import allocation_shape, compression, reanswer
 from .pipeline import CompressedVideo
 from .synthetic import (FAMILIES, Question, generate_video, is_correct, make_questions, segment_relevance,
                         write_mp4)
@@ -58,16 +57,6 @@ def most_allocated_overlaps(finished: Finished, question: Question) -> bool:
 def oracle_relevance(compressed: CompressedVideo, question: Question) -> list[float]:
     """1 for the segments that overlap the question's evidence, else 0 (every segment for a global question)."""
     return [float(segment_relevance(question, *compressed.plan.span(i))) for i in range(len(compressed.relevance))]
-
-
-def allocation_shape(tokens: list[int], k_min: int, k_max: int) -> dict[str, float]:
-    """How peaked an allocation is: share of segments at the floor, near the ceiling, and normalised entropy."""
-    total = sum(tokens)
-    shares = [k / total for k in tokens if k > 0]
-    entropy = -sum(p * math.log(p) for p in shares) / math.log(len(tokens)) if len(tokens) > 1 else 1.0
-    return {"at_k_min": float(np.mean([k <= k_min for k in tokens])),
-            "near_k_max": float(np.mean([k >= 0.75 * k_max for k in tokens])),
-            "entropy": entropy}
 
 
 def evaluate(model: TempoModel, n: int, seed: int, budget: int | None, min_duration: float, max_duration: float,
@@ -149,6 +138,25 @@ def format_table(report: dict) -> str:
     return "\n".join(lines)
 
 
+def write_jobs(path: str, n: int, seed: int, budgets: list[int], min_duration: float, max_duration: float,
+               directory: str) -> int:
+    """The evaluation's questions as `python -m tempo batch` jobs, once per budget, with their family, expected
+    answer and evidence; returns how many jobs were written."""
+    if seed < 0 or seed + n > TRAINING_SEEDS:
+        raise ValueError(f"evaluation seeds must stay below {TRAINING_SEEDS} (training videos start there)")
+    lines = []
+    for video_seed in range(seed, seed + n):
+        video_path, video = video_file(video_seed, min_duration, max_duration, directory)
+        for question in make_questions(video, np.random.default_rng(video_seed)):
+            for budget in budgets:
+                lines.append({"id": f"{video_seed}-{question.family}-{budget}", "video": os.path.abspath(video_path),
+                              "question": question.text, "budget": budget, "family": question.family,
+                              "expected": question.answer, "evidence": [list(span) for span in question.evidence]})
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(line) + "\n" for line in lines)
+    return len(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tempo.eval_synthetic", description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=40, help="number of videos (default 40)")
@@ -160,10 +168,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--videos-dir", default=os.path.join(os.environ.get("TEMPO_CACHE", os.path.expanduser(
         "~/.cache/tempo")), "synthetic"), help="where the rendered mp4s are kept between runs")
     parser.add_argument("--json", dest="json_out", help="write the full report here")
+    parser.add_argument("--write-jobs", metavar="JOBS", help="instead of evaluating, write the questions as "
+                                                             "`python -m tempo batch` jobs to this file")
+    parser.add_argument("--budgets", default="512,1024", help="with --write-jobs: one job per question and budget "
+                                                              "(comma-separated; default 512,1024)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     if args.n < 1:
         parser.error("--n must be at least 1")
+    if args.write_jobs:
+        try:
+            budgets = [int(b) for b in args.budgets.split(",")]
+            count = write_jobs(args.write_jobs, args.n, args.seed, budgets, args.min_duration, args.max_duration,
+                               args.videos_dir)
+        except ValueError as exc:
+            parser.error(str(exc))
+        print(f"wrote {count} jobs to {args.write_jobs}")
+        return 0
     model = from_pretrained(args.model, device="cpu")
     try:
         report = evaluate(model, args.n, args.seed, args.budget, args.min_duration, args.max_duration,
