@@ -44,6 +44,7 @@ BASE_FILES = ["config.json", "tokenizer.json", "tokenizer_config.json", "preproc
               "video_preprocessor_config.json", "chat_template.jinja", "chat_template.json",
               "model.safetensors.index.json"]
 SAFETENSORS_DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
+RANGE_IGNORED_LIMIT = 256 * 2**20  # bytes streamed past, at most, from a server that ignores range requests
 
 
 @dataclass(frozen=True)
@@ -67,11 +68,19 @@ def is_hub_id(name: str) -> bool:
 
 
 def _download(repo_id: str, patterns: list[str]) -> str:
-    from huggingface_hub import snapshot_download
+    """The repo's snapshot in the Hugging Face cache, fetching what is missing (huggingface_hub draws the progress
+    bars); offline ($HF_HUB_OFFLINE), only what the cache already has."""
+    from huggingface_hub import constants, snapshot_download
 
+    log.info("looking for %s in the Hugging Face cache (%s)%s", repo_id, constants.HF_HUB_CACHE,
+             "" if constants.HF_HUB_OFFLINE else ", downloading what is missing")
     try:
         return snapshot_download(repo_id, allow_patterns=patterns)
     except Exception as exc:
+        if constants.HF_HUB_OFFLINE:
+            raise ModelError(f"{repo_id} is not in the Hugging Face cache ({constants.HF_HUB_CACHE}) and "
+                             "HF_HUB_OFFLINE is set: load it once with network access, or pass a local "
+                             "directory.") from exc
         raise ModelError(f"Could not fetch {repo_id} from the Hugging Face hub ({type(exc).__name__}: "
                          f"{str(exc).splitlines()[0] if str(exc) else ''}). Pass a local directory instead.") from exc
 
@@ -154,15 +163,35 @@ def _local_reader(path: str) -> Callable[[int, int], bytes]:
 
 
 def _http_reader(url: str) -> Callable[[int, int], bytes]:
-    """Byte ranges of a remote file (the hub serves HTTP range requests)."""
+    """Byte ranges of a remote file, read as a stream (the hub serves HTTP range requests; a server that ignores
+    them sends the whole file, which is read only as far as needed and never held whole)."""
     from huggingface_hub.utils import build_hf_headers, get_session
 
     def read(offset: int, length: int) -> bytes:
         headers = {**build_hf_headers(), "Range": f"bytes={offset}-{offset + length - 1}"}
-        response = get_session().get(url, headers=headers, follow_redirects=True)
-        response.raise_for_status()
-        return response.content[:length] if response.status_code == 206 else response.content[offset:offset + length]
+        with get_session().stream("GET", url, headers=headers, follow_redirects=True) as response:
+            response.raise_for_status()
+            if response.status_code == 206:
+                return _take(response.iter_bytes(), 0, length, url)
+            if offset + length > RANGE_IGNORED_LIMIT:
+                raise ModelError(f"{url} ignores HTTP range requests, so reading the relevance direction would "
+                                 f"download {(offset + length) / 2**20:,.0f} MB of it. Download the base model "
+                                 "and pass base=DIR (or $TEMPO_BASE).")
+            return _take(response.iter_bytes(), offset, length, url)
     return read
+
+
+def _take(chunks: Iterator[bytes], skip: int, length: int, url: str) -> bytes:
+    """Bytes [skip, skip + length) of a stream, holding one chunk at a time besides them; stops reading there."""
+    wanted, position = bytearray(), 0
+    for chunk in chunks:
+        start = max(0, skip - position)
+        if start < len(chunk):
+            wanted += chunk[start:start + length - len(wanted)]
+        position += len(chunk)
+        if len(wanted) == length:
+            return bytes(wanted)
+    raise ModelError(f"{url} ended after {position:,} bytes, before byte {skip + length:,}.")
 
 
 def _head_tensor_names(base_config: Qwen3VLConfig) -> list[str]:

@@ -10,6 +10,7 @@ import contextlib
 import json
 import logging
 import os
+import time
 from typing import Iterator, Sequence
 
 import torch
@@ -31,6 +32,10 @@ log = logging.getLogger(__name__)
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
           "float16": torch.float16, "fp16": torch.float16}
+SLOW_SEGMENT_S = 5.0  # on a CPU, a model slower than this per segment is announced as slow when it loads
+FASTEST_CPU_GFLOPS = 2000.0  # no CPU beats this: below it, a model cannot be slow and the CPU is not measured
+SEGMENT_PATCHES = 2048  # vision-tower tokens of an 8-frame 16:9 segment (4 frame pairs x 32 x 16 patches)
+SEGMENT_TOKENS = 700  # compressor tokens of that segment: 512 merged patches, the prompt, 128 memory tokens
 
 
 class TempoModel(torch.nn.Module):
@@ -139,7 +144,43 @@ def from_pretrained(name_or_path: str | os.PathLike | None = None, *, base: str 
                                                    tokenizer.token_id("Yes"), tokenizer.token_id("No"))
     model.compressor.relevance_direction.copy_(direction)
     log.info("loaded %s on %s (%s)", name, device, dtype)
+    if device.type == "cpu" and (warning := cpu_slowness(model)):
+        log.warning(warning)
     return model.eval()
+
+
+def cpu_gflops(seconds: float = 0.2) -> float:
+    """This CPU's float32 matrix-multiply speed, measured for about `seconds`."""
+    a = torch.randn(512, 512)
+    done, started = 0, time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        a @ a
+        done += 1
+    return done * 2 * 512**3 / (time.perf_counter() - started) / 1e9
+
+
+def _parameters(module: torch.nn.Module) -> int:
+    """Parameters that multiply every token (embedding tables only look rows up)."""
+    return sum(p.numel() for name, p in module.named_parameters() if "embed_tokens" not in name)
+
+
+def cpu_slowness(model: TempoModel) -> str | None:
+    """What to expect from `model` on this CPU, when it is slow enough to be worth saying (2 FLOPs per parameter
+    and token; the CPU's speed measured)."""
+    vlm = model.compressor.vlm
+    segment = 2 * (_parameters(vlm.visual) * SEGMENT_PATCHES + _parameters(vlm.language_model) * SEGMENT_TOKENS)
+    if segment / (FASTEST_CPU_GFLOPS * 1e9) < SLOW_SEGMENT_S:
+        return None
+    speed = cpu_gflops() * 1e9
+    per_segment = segment / speed
+    if per_segment < SLOW_SEGMENT_S:
+        return None
+    decoder = 2 * _parameters(model.decoder.lm)
+    prefill = decoder * (model.spec.visual_token_budget + 100) / speed
+    return (f"{model.spec.name} runs on this machine's CPU (no CUDA GPU). At the {speed / 1e9:.0f} GFLOP/s measured "
+            f"here, expect about {per_segment:.0f} s per 8-frame segment ({per_segment * 128 / 60:.0f} min to "
+            f"compress an hour-long video, 128 segments), then {prefill:.0f} s before the answer starts and "
+            f"{decoder / speed:.1f} s per answer token. It works, slowly; on a GPU it takes seconds.")
 
 
 def save_pretrained(model: TempoModel, directory: str | os.PathLike) -> None:
