@@ -96,10 +96,10 @@ def numbers(results: list[dict], split: str = "auto") -> dict:
 
 
 def _style(fig: go.Figure, title: str, height: int) -> go.Figure:
-    fig.update_layout(title=dict(text=title, x=0.01, font=dict(size=15)), height=height, width=960,
-                      margin=dict(l=70, r=30, t=70, b=60), paper_bgcolor="white", plot_bgcolor="white",
+    fig.update_layout(title=dict(text=title, x=0.01, y=0.98, yanchor="top", font=dict(size=15)), height=height,
+                      width=960, margin=dict(l=70, r=30, t=130, b=60), paper_bgcolor="white", plot_bgcolor="white",
                       font=dict(family=FONT, size=12, color="#334155"),
-                      legend=dict(orientation="h", x=0, y=1.02, xanchor="left", yanchor="bottom"))
+                      legend=dict(orientation="h", x=0, y=1.1, xanchor="left", yanchor="bottom"))
     fig.update_xaxes(gridcolor="rgba(148, 163, 184, 0.25)", zeroline=False)
     fig.update_yaxes(gridcolor="rgba(148, 163, 184, 0.25)", zeroline=False)
     return fig
@@ -139,11 +139,11 @@ def utilisation_figure(figures: dict) -> go.Figure:
                       annotation_text=f"average capacity {data['capacity']:.1f}", annotation_position="top right",
                       annotation_font=dict(color=CAPACITY, size=11))
         low, middle, high = data["quartiles"]
-        fig.add_trace(go.Scatter(x=[max(segments) * 1.15] * 3, y=[low, middle, high], mode="lines+markers",
+        fig.add_trace(go.Scatter(x=[max(segments) * 1.08] * 3, y=[low, middle, high], mode="lines+markers",
                                  marker=dict(color=LIMIT, symbol="line-ew-open", size=14), line=dict(color=LIMIT),
                                  name="quartiles", showlegend=column == 1,
                                  hovertemplate="quartile %{y:.1f}<extra></extra>"), row=1, col=column)
-        fig.update_xaxes(title_text="segments in the video", type="log", row=1, col=column)
+        fig.update_xaxes(title_text="segments in the video", rangemode="tozero", row=1, col=column)
     fig.update_yaxes(title_text="tokens per segment", row=1, col=1)
     return _style(fig, "Budget utilisation", 440)
 
