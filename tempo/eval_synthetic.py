@@ -4,8 +4,10 @@ Every video gets one question per family (needle, grounding, counting, global). 
 compressed once through the real pipeline (the video is written to mp4 and read back), then the same compression
 is allocated by every strategy at the same budget (ablation B) and, for ATA, truncated at the head or the tail
 (ablation C). An oracle row runs ATA on the ground-truth relevance instead of the model's: the gap between it and
-ATA is what the compressor's relevance costs, and what is left below it is the decoder's. Seeds are below the
-range used for training, so no video was seen in training.
+ATA is what the compressor's relevance costs, and what is left below it is the decoder's. ATA's margins over
+uniform allocation and head over tail truncation come with 95% paired-bootstrap intervals, and a budget sweep
+runs ATA and uniform from 1/32 of all memory tokens to all of them. Seeds are below the range used for training,
+so no video was seen in training.
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ import os
 import sys
 import time
 from collections import defaultdict
+from typing import Sequence
 
 import numpy as np
 
 from . import allocation
 from .config import AllocationConfig, GenerationConfig, RunConfig
+from .errors import InputError
 from .events import Finished
+from .figures import fraction_label, write_sweep_figure
 from .model import TempoModel, from_pretrained
 from .analysis import allocation_shape, compression, reanswer
 from .pipeline import CompressedVideo
@@ -35,6 +40,9 @@ log = logging.getLogger(__name__)
 
 STRATEGIES = tuple(s for s in allocation.STRATEGIES if s != "off")  # the ones held to the budget
 VIDEO_FPS = 2.0  # the rate the pipeline samples at: denser files only cost encoding time
+SWEEP_FRACTIONS = (1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)  # of all memory tokens (num_segments * k_max)
+SWEEP_STRATEGIES = ("ata", "uniform")
+BOOTSTRAP_RESAMPLES = 10_000
 
 
 def video_file(seed: int, min_duration: float, max_duration: float, directory: str) -> tuple[str, object]:
@@ -54,19 +62,47 @@ def most_allocated_overlaps(finished: Finished, question: Question) -> bool:
     return segment_relevance(question, best.start, best.end)
 
 
+def evidence_share(finished: Finished, question: Question) -> float:
+    """The share of the kept memory tokens that went to segments overlapping the evidence."""
+    kept = sum(s.tokens for s in finished.segments)
+    on_evidence = sum(s.tokens for s in finished.segments if segment_relevance(question, s.start, s.end))
+    return on_evidence / kept if kept else 0.0
+
+
 def oracle_relevance(compressed: CompressedVideo, question: Question) -> list[float]:
     """1 for the segments that overlap the question's evidence, else 0 (every segment for a global question)."""
     return [float(segment_relevance(question, *compressed.plan.span(i))) for i in range(len(compressed.relevance))]
 
 
+def paired_bootstrap(first: Sequence[bool], second: Sequence[bool], videos: Sequence[int],
+                     resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> dict[str, float]:
+    """Mean of first - second (paired per question) with a 95% percentile interval. Whole videos are resampled,
+    since the questions about one video share its compression and are not independent."""
+    difference = np.asarray(first, dtype=float) - np.asarray(second, dtype=float)
+    groups = np.unique(np.asarray(videos), return_inverse=True)[1]
+    sums, counts = np.bincount(groups, weights=difference), np.bincount(groups).astype(float)
+    drawn = np.random.default_rng(seed).integers(0, len(sums), size=(resamples, len(sums)))
+    means = sums[drawn].sum(axis=1) / counts[drawn].sum(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return {"difference": float(difference.mean()), "low": float(low), "high": float(high),
+            "resamples": resamples, "videos": len(sums)}
+
+
+def sweep_budget(num_segments: int, k_max: int, fraction: float) -> int:
+    """`fraction` of all memory tokens, never below one token per segment."""
+    return max(num_segments, round(fraction * num_segments * k_max))
+
+
 def evaluate(model: TempoModel, n: int, seed: int, budget: int | None, min_duration: float, max_duration: float,
-             directory: str, max_new_tokens: int = 24) -> dict:
+             directory: str, max_new_tokens: int = 24, k_min: int = AllocationConfig().k_min,
+             sweep: bool = True) -> dict:
     """Run the evaluation and return the JSON-ready report."""
     if seed < 0 or seed + n > TRAINING_SEEDS:
         raise ValueError(f"evaluation seeds must stay below {TRAINING_SEEDS} (training videos start there)")
     k_max = model.spec.num_memory_tokens
     variants = [(s, "head") for s in STRATEGIES] + [("ata", "tail"), ("oracle", "head")]
     outcomes: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    swept: dict[tuple[str, float], list[dict]] = defaultdict(list)
     shapes: dict[str, list[dict]] = defaultdict(list)
     examples = []
     started = time.perf_counter()
@@ -78,49 +114,76 @@ def evaluate(model: TempoModel, n: int, seed: int, budget: int | None, min_durat
             video_budget = budget or compressed.video.num_segments * k_max // 4
             segment_seconds = base.sampling.segment_frames / compressed.video.real_fps
             oracle = dataclasses.replace(compressed, relevance=oracle_relevance(compressed, question))
-            for name, truncation in variants:
-                strategy, source = ("ata", oracle) if name == "oracle" else (name, compressed)
-                config = RunConfig(allocation=AllocationConfig(budget=video_budget, strategy=strategy,
-                                                               truncation=truncation),
-                                   generation=base.generation)
-                finished = reanswer(model, source, config)
-                tokens = [s.tokens for s in finished.segments]
-                outcomes[(name, truncation)].append({
+
+            def outcome(source: CompressedVideo, allocation: AllocationConfig) -> tuple[Finished, dict]:
+                finished = reanswer(model, source, RunConfig(allocation=allocation, generation=base.generation))
+                return finished, {
+                    "video": video_seed,
                     "family": question.family,
                     "correct": is_correct(question, finished.answer, segment_seconds),
                     "localized": None if question.family == "global" else most_allocated_overlaps(finished, question),
+                    "evidence_share": None if question.family == "global" else evidence_share(finished, question),
                     "tokens_per_frame": finished.tokens_used / compressed.video.sampled_frames,
-                })
+                }
+
+            for name, truncation in variants:
+                strategy, source = ("ata", oracle) if name == "oracle" else (name, compressed)
+                config = RunConfig(allocation=AllocationConfig(budget=video_budget, k_min=k_min, strategy=strategy,
+                                                               truncation=truncation))
+                finished, record = outcome(source, config.allocation)
+                tokens = [s.tokens for s in finished.segments]
+                outcomes[(name, truncation)].append(record)
                 if (name, truncation) == ("ata", "head"):
                     shapes[question.family].append(allocation_shape(tokens, config.allocation.k_min, k_max))
                     examples.append({"seed": video_seed, "duration": round(video.duration, 1),
                                      "family": question.family, "question": question.text,
                                      "expected": question.answer, "answer": finished.answer,
-                                     "correct": outcomes[(name, truncation)][-1]["correct"]})
+                                     "correct": record["correct"]})
+            for fraction in SWEEP_FRACTIONS if sweep else ():
+                for strategy in SWEEP_STRATEGIES:
+                    allocation = AllocationConfig(budget=sweep_budget(len(compressed.relevance), k_max, fraction),
+                                                  k_min=k_min, strategy=strategy)
+                    swept[(strategy, fraction)].append(outcome(compressed, allocation)[1])
         log.info("video %d/%d (seed %d, %.0f s): %.0f s elapsed", video_seed - seed + 1, n, video_seed,
                  video.duration, time.perf_counter() - started)
 
     def summary(records: list[dict]) -> dict:
         localized = [r["localized"] for r in records if r["localized"] is not None]
+        shares = [r["evidence_share"] for r in records if r["evidence_share"] is not None]
         return {"accuracy": float(np.mean([r["correct"] for r in records])),
                 "localization": float(np.mean(localized)) if localized else None,
+                "evidence_share": float(np.mean(shares)) if shares else None,
                 "tokens_per_frame": float(np.mean([r["tokens_per_frame"] for r in records])),
                 "per_family": {family: float(np.mean([r["correct"] for r in records if r["family"] == family]))
                                for family in FAMILIES if any(r["family"] == family for r in records)},
                 "questions": len(records)}
 
-    return {
+    def margin(first: list[dict], second: list[dict]) -> dict[str, float]:
+        return paired_bootstrap([r["correct"] for r in first], [r["correct"] for r in second],
+                                [r["video"] for r in first])
+
+    report = {
         "strategies": {strategy: summary(outcomes[(strategy, "head")]) for strategy in STRATEGIES},
         "truncation": {truncation: summary(outcomes[("ata", truncation)]) for truncation in ("head", "tail")},
+        "intervals": {"ata_minus_uniform": margin(outcomes[("ata", "head")], outcomes[("uniform", "head")]),
+                      "head_minus_tail": margin(outcomes[("ata", "head")], outcomes[("ata", "tail")])},
         "oracle": summary(outcomes[("oracle", "head")]),
         "allocation_shape": {family: {key: float(np.mean([s[key] for s in values])) for key in values[0]}
                              for family, values in shapes.items()},
         "settings": {"model": model.spec.name, "videos": n, "seeds": [seed, seed + n - 1],
                      "budget": budget or "a quarter of all memory tokens (num_segments * k_max / 4)",
-                     "durations": [min_duration, max_duration], "k_max": k_max,
+                     "durations": [min_duration, max_duration], "k_min": k_min, "k_max": k_max,
                      "seconds": round(time.perf_counter() - started, 1)},
         "examples": examples,
     }
+    if sweep:
+        report["budget_sweep"] = {
+            "fractions": list(SWEEP_FRACTIONS), "k_min": k_min,
+            "strategies": {strategy: [summary(swept[(strategy, f)]) for f in SWEEP_FRACTIONS]
+                           for strategy in SWEEP_STRATEGIES},
+            "ata_minus_uniform": [margin(swept[("ata", f)], swept[("uniform", f)]) for f in SWEEP_FRACTIONS],
+        }
+    return report
 
 
 def format_table(report: dict) -> str:
@@ -136,6 +199,32 @@ def format_table(report: dict) -> str:
                  "-" if r["localization"] is None else f"{r['localization']:.0%}", f"{r['tokens_per_frame']:.2f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def format_margins(report: dict) -> str:
+    """The paired-bootstrap intervals, and the sweep's accuracy and localisation per budget, as text."""
+    lines = []
+    for key, label in (("ata_minus_uniform", "ATA - uniform"), ("head_minus_tail", "head - tail truncation")):
+        m = report["intervals"][key]
+        lines.append(f"{label}: {m['difference']:+.1%} accuracy, 95% interval [{m['low']:+.1%}, {m['high']:+.1%}] "
+                     f"({m['resamples']:,} resamples of {m['videos']} videos)")
+    sweep = report.get("budget_sweep")
+    if sweep:
+        lines += ["", "| budget (of all memory tokens) | ATA accuracy | uniform accuracy | ATA - uniform (95% interval) "
+                      "| ATA localization | uniform localization | ATA tokens on the evidence | uniform tokens on the evidence |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for i, fraction in enumerate(sweep["fractions"]):
+            ata, uniform, m = sweep["strategies"]["ata"][i], sweep["strategies"]["uniform"][i], \
+                sweep["ata_minus_uniform"][i]
+            lines.append(f"| {fraction_label(fraction)} | {ata['accuracy']:.1%} | {uniform['accuracy']:.1%} | "
+                         f"{m['difference']:+.1%} [{m['low']:+.1%}, {m['high']:+.1%}] | "
+                         f"{_percent(ata['localization'])} | {_percent(uniform['localization'])} | "
+                         f"{_percent(ata['evidence_share'])} | {_percent(uniform['evidence_share'])} |")
+    return "\n".join(lines)
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
 
 
 def write_jobs(path: str, n: int, seed: int, budgets: list[int], min_duration: float, max_duration: float,
@@ -167,15 +256,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-duration", type=float, default=3600.0, help="seconds (default 3600)")
     parser.add_argument("--videos-dir", default=os.path.join(os.environ.get("TEMPO_CACHE", os.path.expanduser(
         "~/.cache/tempo")), "synthetic"), help="where the rendered mp4s are kept between runs")
+    parser.add_argument("--k-min", type=int, default=AllocationConfig().k_min,
+                        help=f"ATA's per-segment floor (default {AllocationConfig().k_min})")
     parser.add_argument("--json", dest="json_out", help="write the full report here")
+    parser.add_argument("--plot", help="draw the budget sweep to this PNG (and an offline HTML beside it)")
+    parser.add_argument("--no-sweep", action="store_true", help="skip the budget sweep (about half the time)")
     parser.add_argument("--write-jobs", metavar="JOBS", help="instead of evaluating, write the questions as "
                                                              "`python -m tempo batch` jobs to this file")
     parser.add_argument("--budgets", default="512,1024", help="with --write-jobs: one job per question and budget "
                                                               "(comma-separated; default 512,1024)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    for chatty in ("kaleido", "choreographer"):  # the PNG renderer logs every browser step at INFO
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     if args.n < 1:
         parser.error("--n must be at least 1")
+    if args.plot and args.no_sweep:
+        parser.error("--plot draws the budget sweep; drop --no-sweep")
     if args.write_jobs:
         try:
             budgets = [int(b) for b in args.budgets.split(",")]
@@ -188,10 +285,11 @@ def main(argv: list[str] | None = None) -> int:
     model = from_pretrained(args.model, device="cpu")
     try:
         report = evaluate(model, args.n, args.seed, args.budget, args.min_duration, args.max_duration,
-                          args.videos_dir)
-    except ValueError as exc:
+                          args.videos_dir, k_min=args.k_min, sweep=not args.no_sweep)
+    except (ValueError, InputError) as exc:
         parser.error(str(exc))
     print(format_table(report))
+    print(format_margins(report))
     shape = report["allocation_shape"]
     for family in ("needle", "global"):
         if family in shape:
@@ -201,6 +299,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.json_out:
         with open(args.json_out, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=2)
+    if args.plot:
+        try:
+            write_sweep_figure(report, args.plot)
+        except InputError as exc:
+            print(exc, file=sys.stderr)
+            return 1
     return 0
 
 

@@ -162,6 +162,69 @@ def shape_figure(figures: dict) -> go.Figure:
     return _style(fig, "Allocation shape per job", 440)
 
 
+SWEEP_COLORS = {"ata": "#6366f1", "uniform": "#94a3b8"}
+
+
+def fraction_label(fraction: float) -> str:
+    """A sweep's budget as a share of all memory tokens: 1/32 ... 1/2, 1."""
+    return "1" if fraction >= 1 else f"1/{round(1 / fraction)}"
+
+
+def sweep_figure(report: dict) -> go.Figure:
+    """An evaluation's budget sweep: accuracy, ATA's accuracy margin over uniform allocation with its 95%
+    paired-bootstrap interval, localisation, and the share of the kept tokens that landed on the evidence."""
+    sweep = report["budget_sweep"]
+    labels = [fraction_label(f) for f in sweep["fractions"]]
+    panels = {(1, 1): ("accuracy", "accuracy (%)"), (2, 1): ("localization", "localisation (%)"),
+              (2, 2): ("evidence_share", "tokens on the evidence (% of those kept)")}
+    fig = make_subplots(rows=2, cols=2, horizontal_spacing=0.1, vertical_spacing=0.2,
+                        subplot_titles=[panels[1, 1][1], "ATA - uniform accuracy (points, 95% interval)",
+                                        panels[2, 1][1], panels[2, 2][1]])
+    for strategy, color in SWEEP_COLORS.items():
+        rows = sweep["strategies"][strategy]
+        name = "ATA" if strategy == "ata" else strategy
+        for (row, column), (key, _) in panels.items():
+            fig.add_trace(go.Scatter(x=labels, y=[None if r[key] is None else 100 * r[key] for r in rows],
+                                     mode="lines+markers", name=name, legendgroup=strategy,
+                                     showlegend=(row, column) == (1, 1),
+                                     line=dict(color=color, width=3 if strategy == "ata" else 2), marker=dict(size=8),
+                                     hovertemplate=f"{name}, budget %{{x}}: %{{y:.1f}}%<extra></extra>"),
+                          row=row, col=column)
+    margins = sweep["ata_minus_uniform"]
+    fig.add_trace(go.Bar(x=labels, y=[100 * m["difference"] for m in margins], name="ATA - uniform",
+                         marker_color=[SWEEP_COLORS["ata"] if m["low"] > 0 else "#c7d2fe" for m in margins],
+                         error_y=dict(type="data", symmetric=False, color="#334155",
+                                      array=[100 * (m["high"] - m["difference"]) for m in margins],
+                                      arrayminus=[100 * (m["difference"] - m["low"]) for m in margins]),
+                         hovertemplate="budget %{x}: %{y:+.1f} points<extra></extra>", showlegend=False),
+                  row=1, col=2)
+    fig.add_hline(y=0, line=dict(color="#334155", width=1), row=1, col=2)
+    fig.update_xaxes(title_text="budget, share of all memory tokens", type="category")
+    for row, column in panels:
+        fig.update_yaxes(rangemode="tozero", row=row, col=column)
+    settings = report["settings"]
+    title = (f"Budget sweep: {settings['model']}, {settings['videos']} unseen videos, k_min {sweep['k_min']}, "
+             f"k_max {settings['k_max']} (dark bars: interval above 0)")
+    return _style(fig, title, 760)
+
+
+def write_png(fig: go.Figure, path: str | os.PathLike, html_done: str) -> None:
+    """Draw `fig` to a PNG with kaleido, or say what is missing (`html_done`: what was written already)."""
+    try:
+        fig.write_image(path, scale=2)
+    except Exception as exc:  # kaleido needs Chrome or Chromium to draw PNGs
+        raise InputError(f"{html_done}, but the PNG could not be drawn: {str(exc).splitlines()[0]} (kaleido draws "
+                         "PNGs with Chrome or Chromium; install one, e.g. `apt install chromium`).") from None
+
+
+def write_sweep_figure(report: dict, path: str | os.PathLike) -> None:
+    """The budget sweep as a PNG at `path`, with the same figure as offline HTML beside it."""
+    fig = sweep_figure(report)
+    html = Path(path).with_suffix(".html")
+    pio.write_html(fig, html, include_plotlyjs=True, full_html=True, config={"displaylogo": False})
+    write_png(fig, path, f"The budget sweep is in {html}")
+
+
 def write_figures(results: list[dict], directory: str | os.PathLike, split: str = "auto") -> dict:
     """Write the three figures (PNG and offline HTML) and figures.json into `directory`; returns the numbers."""
     directory = Path(directory)
@@ -172,11 +235,6 @@ def write_figures(results: list[dict], directory: str | os.PathLike, split: str 
     for name, fig in drawn.items():
         pio.write_html(fig, directory / f"{name}.html", include_plotlyjs=True, full_html=True,
                        config={"displaylogo": False})
-    try:
-        for name, fig in drawn.items():
-            fig.write_image(directory / f"{name}.png", scale=2)
-    except Exception as exc:  # kaleido needs Chrome or Chromium to draw PNGs
-        raise InputError(f"The HTML figures and figures.json are in {directory}, but the PNGs could not be drawn: "
-                         f"{str(exc).splitlines()[0]} (kaleido draws them with Chrome or Chromium; install one, "
-                         "e.g. `apt install chromium`).") from None
+    for name, fig in drawn.items():
+        write_png(fig, directory / f"{name}.png", f"The HTML figures and figures.json are in {directory}")
     return figures

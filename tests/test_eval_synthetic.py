@@ -4,7 +4,9 @@ import json
 
 import pytest
 
-from tempo.eval_synthetic import STRATEGIES, evaluate, format_table, main
+import numpy as np
+
+from tempo.eval_synthetic import SWEEP_FRACTIONS, STRATEGIES, evaluate, format_table, main, paired_bootstrap
 from tempo.synthetic import FAMILIES
 
 
@@ -41,9 +43,52 @@ def test_table_and_json_from_the_command_line(tmp_path, capsys):
     table = capsys.readouterr().out
     assert "| ATA on true relevance (oracle) |" in table and table.count("\n|") >= 8
     assert json.loads(out.read_text())["oracle"]["questions"] == len(FAMILIES)
+    assert "ATA - uniform:" in table and "| 1/32 |" in table
     assert format_table(json.loads(out.read_text())).splitlines()[0].startswith("| allocation |")
 
 
 def test_training_seeds_are_refused(tmp_path):
     with pytest.raises(SystemExit):
         main(["--n", "2", "--seed", "999999", "--videos-dir", str(tmp_path)])
+
+
+def test_paired_bootstrap_resamples_whole_videos():
+    # video 0: ATA right on both questions, uniform on none; video 1: both right on one question of two
+    ata, uniform, videos = [1, 1, 1, 0], [0, 0, 1, 0], [0, 0, 1, 1]
+    margin = paired_bootstrap(ata, uniform, videos, resamples=4000, seed=1)
+    assert margin["difference"] == 0.5 and margin["videos"] == 2
+    # a resample holds video 0 twice (margin 1), once (0.5) or never (0): the interval spans exactly that
+    assert margin["low"] == 0.0 and margin["high"] == 1.0
+    assert paired_bootstrap([1, 1], [1, 1], [0, 1])["low"] == 0.0 == paired_bootstrap([1, 1], [1, 1], [0, 1])["high"]
+
+
+def test_paired_bootstrap_interval_excludes_zero_for_a_consistent_margin():
+    rng = np.random.default_rng(0)
+    videos = np.repeat(np.arange(60), 4)
+    uniform = rng.random(240) < 0.3
+    ata = uniform | (rng.random(240) < 0.3)  # ATA right whenever uniform is, and on a third of the rest
+    margin = paired_bootstrap(ata, uniform, videos)
+    assert 0.0 < margin["low"] < margin["difference"] < margin["high"]
+    assert abs(margin["difference"] - (ata.mean() - uniform.mean())) < 1e-12
+
+
+def test_budget_sweep_runs_ata_and_uniform_at_every_fraction(report):
+    sweep = report["budget_sweep"]
+    assert sweep["fractions"] == list(SWEEP_FRACTIONS) and set(sweep["strategies"]) == {"ata", "uniform"}
+    for rows in sweep["strategies"].values():
+        assert len(rows) == len(SWEEP_FRACTIONS) and all(r["questions"] == len(FAMILIES) for r in rows)
+    uniform = [r["tokens_per_frame"] for r in sweep["strategies"]["uniform"]]
+    assert uniform == sorted(uniform) and uniform[-1] == 32 / 8  # every memory token at the full budget
+    # at 1/32 of the tokens both keep one per segment: the same allocation, so the same answers
+    assert sweep["strategies"]["ata"][0] == sweep["strategies"]["uniform"][0]
+    assert sweep["ata_minus_uniform"][0]["difference"] == 0.0
+    assert set(report["intervals"]) == {"ata_minus_uniform", "head_minus_tail"}
+
+
+def test_sweep_plot_from_the_command_line(tmp_path):
+    plot = tmp_path / "sweep.png"
+    assert main(["--n", "1", "--seed", "7", "--min-duration", "60", "--max-duration", "60",
+                 "--videos-dir", str(tmp_path), "--plot", str(plot)]) == 0
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.with_suffix(".html").stat().st_size > 100_000
+    with pytest.raises(SystemExit):
+        main(["--n", "1", "--plot", str(plot), "--no-sweep", "--videos-dir", str(tmp_path)])
