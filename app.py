@@ -388,7 +388,8 @@ def analyze(server: Server, video: object, question: str, max_frames: float, bud
                 report_path.write_text(share.html_report(event, question, key_frames, model=server.model.spec.name,
                                                          truth=graded), encoding="utf-8")
                 allocation = progress.allocation
-                yield (*timeline, event.answer, key_frames, page.stats_html(event, allocation.context_truncated),
+                yield (*timeline, page.answer_text(event.answer), key_frames,
+                       page.stats_html(event, allocation.context_truncated),
                        gr.DownloadButton(value=str(json_path), visible=True),
                        gr.DownloadButton(value=str(csv_path), visible=True),
                        gr.DownloadButton(value=str(report_path), visible=True),
@@ -454,8 +455,8 @@ def compare_view(server: Server, video: object, question: str, max_frames: float
     labels = (label(config), label(other))
     changes = plots.comparison_figure(second.segments, before, after, duration=second.video.duration,
                                       k_max=second.k_max, labels=labels, highlight=changed)
-    return (plots.result_figure(first, evidence), gr.Textbox(value=first.answer, label=labels[0]),
-            plots.result_figure(second, evidence), gr.Textbox(value=second.answer, label=labels[1]), changes,
+    return (plots.result_figure(first, evidence), gr.Textbox(value=page.answer_text(first.answer), label=labels[0]),
+            plots.result_figure(second, evidence), gr.Textbox(value=page.answer_text(second.answer), label=labels[1]), changes,
             page.comparison_html(first, second, labels, changed))
 
 
@@ -487,7 +488,7 @@ def sweep_view(server: Server, video: object, question: str, max_frames: float, 
     sweep = swept(server, video, question, values)
     last = sweep[-1]
     figure = plots.sweep_figure(last.segments, sweep, duration=last.video.duration, k_max=last.k_max)
-    rows = [[f"{result.budget:,}", f"{result.tokens_used:,}", result.answer] for result in reversed(sweep)]
+    rows = [[f"{result.budget:,}", f"{result.tokens_used:,}", page.answer_text(result.answer)] for result in reversed(sweep)]
     return figure, rows
 
 

@@ -12,6 +12,8 @@ from gradio_client.exceptions import AppError
 
 from appserver import load_app_model, serve
 
+from tempo import page
+
 QUESTION = "What shapes move across the screen?"
 FAST = dict(max_new_tokens=8)  # the answers of the test model are gibberish; a few tokens prove streaming works
 
@@ -168,3 +170,8 @@ def test_ui_endpoint_reports_errors_in_the_status_too(client, tmp_path):
     with pytest.raises(AppError, match="empty"):
         client.predict(handle_file(str(empty)), QUESTION, 1024, 8192, 4, "ata", "head", 0, 8, False,
                        api_name="/analyze")
+
+
+def test_an_empty_answer_is_shown_as_such():
+    assert page.answer_text("yellow") == "yellow"
+    assert page.answer_text(" \n") == page.NO_ANSWER and "no answer" in page.NO_ANSWER

@@ -138,8 +138,9 @@ APP_CASES = [c for c in CASES if c.api is not None]
 
 
 def check_result(result: dict, case: Case) -> None:
-    """What a correct result means whatever the model: an answer, the expected segmentation, the budget kept."""
-    assert result["answer"].strip()
+    """What a correct result means whatever the model: an answer (which may be empty: a model can end its reply at
+    once), the expected segmentation, the budget kept."""
+    assert isinstance(result["answer"], str)
     segments = result["segments"]
     assert len(segments) == result["num_segments"] == case.segments
     assert result["sampled_frames"] == case.frames
@@ -220,7 +221,7 @@ def test_cli(case, hostile_media, model_args, tmp_path, loaded_once):
         result = json.loads(result_file.read_text(encoding="utf-8"))
         check_result(result, case)
         # The streamed text; the final answer can add a U+FFFD when generation stops inside a character.
-        assert out.strip() and result["answer"].startswith(out.strip())
+        assert result["answer"].startswith(out.strip())
 
 
 def _subprocess_cli(*args, **kwargs) -> subprocess.CompletedProcess:

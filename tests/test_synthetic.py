@@ -282,3 +282,17 @@ def test_cli_rejects_bad_arguments_in_one_line(argv, capsys):
     assert exit_info.value.code != 0
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "error:" in err
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+def test_sprites_are_what_a_frame_draws(seed):
+    video = generate_video(seed, 300)
+    for t in np.linspace(0, 299, 40):
+        drawn = video.sprites(t)
+        assert [s.event for s in drawn] == sorted(s.event for s in drawn)  # events on top of the moving shapes
+        assert sum(s.event for s in drawn) == sum(e.start <= t < e.end for e in video.events)
+        frame, top = video.frame(t), drawn[-1]
+        box = frame[top.top:top.top + top.size, top.left:top.left + top.size]
+        assert np.all(box[sprite(top.kind, top.size)] == COLOURS[top.colour])
+    with pytest.raises(ValueError):
+        video.sprites(300.5)

@@ -9,7 +9,8 @@ import torch
 from safetensors.torch import load_file
 
 import tempo
-from tempo.synthetic import generate_video
+from tempo.patches import model_frames, patchify
+from tempo.synthetic import COLOURS, KINDS, generate_video
 from tempo.train import data
 from tempo.train.recipe import BaseExamples, Recipe, shape_patch_filters, train, training_allocation
 
@@ -90,3 +91,32 @@ def test_recipe_at_toy_scale_trains_a_loadable_reproducible_model(tmp_path):
 
     model = tempo.from_pretrained(str(tmp_path / "first"), device="cpu")
     assert model.spec.num_memory_tokens == K_MAX
+
+
+def test_token_labels_name_the_shape_under_each_vision_token(tiny_model):
+    """Each merged token's labels match the pixels of its own four patch rows, in the vision tower's order."""
+    geometry = tiny_model.geometry
+    video = generate_video(1_000_007, min_duration=30, max_duration=150)
+    event = video.events[0]
+    middle = (event.start + event.end) / 2
+    times = [middle + (i - 4) / 2 for i in range(8)]  # 2 fps around the event
+    labels = data.token_labels(video, times, geometry)  # [pairs, rows, cols, 3]
+    pixels, grid = patchify(model_frames(np.stack(video.frames(times)), geometry), geometry)
+    assert labels.shape == (4, grid[1] // 2, grid[2] // 2, 3)
+    flat = torch.from_numpy(labels.reshape(-1, 3))
+    assert len(flat) == grid[0] * grid[1] * grid[2] // 4
+    assert flat[:, 0].max() <= len(KINDS) and flat[:, 1].max() <= len(COLOURS)
+    blocks = pixels.reshape(len(flat), 4, 3, -1)  # [tokens, 2x2 patches, channels, 2 frames x 16 x 16]
+    event_tokens = torch.nonzero(flat[:, 1]).flatten()
+    assert len(event_tokens) >= 4
+    for token in event_tokens.tolist():
+        rgb = torch.tensor(COLOURS[list(COLOURS)[flat[token, 1] - 1]], dtype=pixels.dtype)
+        matches = (blocks[token] == rgb[None, :, None]).all(1)  # [4, 512]: pixels of the labelled colour
+        assert matches.float().mean() >= 0.1, token  # 20% of one frame is 10% of the two
+    # the event's own centre token carries its kind and colour while it is shown
+    cell = geometry.patch_size * geometry.merge_size
+    centre = labels[:, int(event.y) // cell, int(event.x) // cell]
+    assert (centre[:, 0] == KINDS.index(event.kind) + 1).any()
+    assert (centre[:, 1] == list(COLOURS).index(event.colour) + 1).any()
+    # and moving shapes are labelled apart from events
+    assert flat[:, 2].any()

@@ -81,6 +81,18 @@ class Event:
 
 
 @dataclass(frozen=True)
+class Sprite:
+    """A shape as drawn in one frame: its box's top-left corner and size in pixels; `event` for a needle."""
+
+    kind: str
+    colour: str
+    left: int
+    top: int
+    size: int
+    event: bool
+
+
+@dataclass(frozen=True)
 class SyntheticVideo:
     """A generated video and its ground truth; frames are rendered on demand from this description."""
 
@@ -113,19 +125,34 @@ class SyntheticVideo:
         """JSON-ready ground truth (colours as words, times in seconds, positions in pixels)."""
         return dataclasses.asdict(self)
 
-    def _render(self, out: np.ndarray, t: float) -> None:
+    def sprites(self, t: float) -> list[Sprite]:
+        """What is drawn at time t, bottom to top: the scene's moving shapes, then the events shown."""
         if not 0.0 <= t <= self.duration:
             raise ValueError(f"t={t} is outside the video [0, {self.duration}]")
-        scene = self.scenes[max(bisect_right(self._scene_starts, t) - 1, 0)]
-        out[:] = scene.background
+        scene = self._scene(t)
+        drawn = []
         for shape in scene.shapes:
             half = shape.size / 2
             x = _bounce(shape.x + shape.vx * (t - scene.start), half, self.width - half)
             y = _bounce(shape.y + shape.vy * (t - scene.start), half, self.height - half)
-            _draw(out, shape.kind, shape.size, x, y, shape.colour)
-        for event in self.events:
-            if event.start <= t < event.end:
-                _draw(out, event.kind, event.size, event.x, event.y, event.colour)
+            drawn.append(self._placed(shape.kind, shape.colour, shape.size, x, y, False))
+        drawn += [self._placed(e.kind, e.colour, e.size, e.x, e.y, True) for e in self.events if e.start <= t < e.end]
+        return drawn
+
+    def _placed(self, kind: str, colour: str, size: int, x: float, y: float, event: bool) -> Sprite:
+        left = min(max(round(x - size / 2), 0), self.width - size)
+        top = min(max(round(y - size / 2), 0), self.height - size)
+        return Sprite(kind, colour, left, top, size, event)
+
+    def _scene(self, t: float) -> Scene:
+        return self.scenes[max(bisect_right(self._scene_starts, t) - 1, 0)]
+
+    def _render(self, out: np.ndarray, t: float) -> None:
+        drawn = self.sprites(t)  # checks t
+        out[:] = self._scene(t).background
+        for placed in drawn:
+            box = out[placed.top:placed.top + placed.size, placed.left:placed.left + placed.size]
+            box[sprite(placed.kind, placed.size)] = COLOURS[placed.colour]
 
 
 def _bounce(p: float, lo: float, hi: float) -> float:
@@ -133,13 +160,6 @@ def _bounce(p: float, lo: float, hi: float) -> float:
     span = hi - lo
     q = (p - lo) % (2 * span)
     return lo + span - abs(q - span)
-
-
-def _draw(canvas: np.ndarray, kind: str, size: int, x: float, y: float, colour: str) -> None:
-    height, width = canvas.shape[:2]
-    left = min(max(round(x - size / 2), 0), width - size)
-    top = min(max(round(y - size / 2), 0), height - size)
-    canvas[top:top + size, left:left + size][sprite(kind, size)] = COLOURS[colour]
 
 
 @cache

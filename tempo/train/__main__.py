@@ -1,4 +1,4 @@
-"""`python -m tempo.train`: train Tempo-Tiny from scratch (seeded; about 70 minutes on a 2-core CPU)."""
+"""`python -m tempo.train`: train Tempo-Tiny from scratch (seeded; about 90 minutes on a 2-core CPU)."""
 
 import argparse
 import logging

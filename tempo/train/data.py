@@ -15,7 +15,7 @@ from ..compressor import LocalCompressor, VisionFeatures
 from ..patches import PatchGeometry, model_frames, normalize, patchify
 from ..config import SamplingConfig
 from ..prompts import DECODER_SYSTEM_PROMPT, ROUTING_SYSTEM_PROMPT, time_tag
-from ..synthetic import COLOURS, KINDS, Event, Question, SyntheticVideo, make_questions, occurrences
+from ..synthetic import COLOURS, KINDS, Event, Question, SyntheticVideo, make_questions, occurrences, sprite
 from ..video import SamplingPlan, VideoInfo, uniform_plan
 
 NATIVE_FPS = 4.0  # the rate the example mp4s are written at: sampling is emulated on it
@@ -36,6 +36,34 @@ def segment_pixels(video: SyntheticVideo, plan: SamplingPlan, index: int,
     """Patch rows of one segment through the inference pixel chain (identity resizes at 512x256)."""
     frames = np.stack(video.frames(plan.segment_frame_times(index)))
     return patchify(model_frames(frames, geometry), geometry)
+
+
+def token_labels(video: SyntheticVideo, frame_times: list[float], geometry: PatchGeometry,
+                 coverage: float = 0.2) -> np.ndarray:
+    """What each merged vision token of a window shows, for the base stage's auxiliary heads: [pairs, rows, cols, 3]
+    holding the kind (1-6) and colour (1-8) of the event covering it and the kind of the moving shape covering it,
+    0 where nothing covers `coverage` of the token's pixels. A token spans two frames; either frame counts."""
+    cell = geometry.factor  # pixels per side of a merged token
+    rows, cols = video.height // cell, video.width // cell
+    times = list(frame_times) + list(frame_times[-1:]) * (len(frame_times) % 2)
+    labels = np.zeros((len(times), rows, cols, 3), dtype=np.int64)
+    for f, t in enumerate(times):
+        owner = np.zeros((video.height, video.width), dtype=np.int64)  # which sprite (1-based) shows at a pixel
+        drawn = video.sprites(t)
+        for number, placed in enumerate(drawn, 1):
+            box = owner[placed.top:placed.top + placed.size, placed.left:placed.left + placed.size]
+            box[sprite(placed.kind, placed.size)] = number
+        cells = owner.reshape(rows, cell, cols, cell).transpose(0, 2, 1, 3).reshape(rows, cols, cell * cell)
+        for number, placed in enumerate(drawn, 1):
+            covered = (cells == number).mean(-1) >= coverage
+            kind = KINDS.index(placed.kind) + 1
+            if placed.event:
+                labels[f][covered, 0] = kind
+                labels[f][covered, 1] = list(COLOURS).index(placed.colour) + 1
+            else:
+                labels[f][covered, 2] = kind
+    pairs = labels.reshape(len(times) // 2, 2, rows, cols, 3)
+    return np.where(pairs[:, 0] > 0, pairs[:, 0], pairs[:, 1])
 
 
 def relevant(question: Question, frame_times: list[float]) -> bool:

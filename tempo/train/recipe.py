@@ -2,7 +2,9 @@
 paper's four stages at toy scale, all with the auto-regressive loss only.
 
   base     vision tower + language model + LM head: Yes/No relevance and listing the shapes seen, first on
-           2-frame clips (cheap, so many steps), then on whole 8-frame segments
+           2-frame clips (cheap, so many steps), then on whole 8-frame segments; beside them, linear heads on
+           the vision tower's output name the shape under every token (our stand-in for web-scale pre-training,
+           which makes an object's kind readable from Qwen3-VL's features; the heads are dropped afterwards)
   stage 0  memory tokens + projector + decoder (compressor frozen): align, first by describing single segments
            from their memories alone (so the decoder must read them), then on questions about short videos
   stage 1  + the compressor's language model at a lower rate: joint training on short videos
@@ -144,6 +146,39 @@ def answer_positions_loss(logits: torch.Tensor, answer: list[int]) -> torch.Tens
 
 # ----------------------------------------------------------------------------------------------------- base stage
 
+# Classes of the shape heads, 0 meaning no such shape under the token: event kind, event colour, moving-shape kind.
+SHAPE_CLASSES = (len(KINDS) + 1, len(COLOURS) + 1, len(KINDS) + 1)
+
+
+@dataclass(frozen=True)
+class Window:
+    """One base-stage example: a window's patch rows and grid, the prompt and answer ids, and per merged vision
+    token what it shows ([tokens, 3], see `data.token_labels`)."""
+
+    rows: torch.Tensor
+    grid: tuple[int, int, int]
+    prompt: list[int]
+    answer: list[int]
+    labels: torch.Tensor
+
+
+def shape_heads(width: int, device: torch.device) -> nn.ModuleList:
+    return nn.ModuleList(nn.Linear(width, classes) for classes in SHAPE_CLASSES).to(device)
+
+
+def shape_loss(heads: nn.ModuleList, features: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of each head over all tokens [tokens, d_s], plus over the tokens that show such a shape:
+    shapes cover a few tokens of each frame, and without the second term "none" everywhere is nearly optimal."""
+    loss = features.new_zeros(())
+    for head, target in zip(heads, labels.T):
+        logits = head(features)  # [tokens, classes]
+        loss = loss + F.cross_entropy(logits, target)
+        shown = target > 0
+        if shown.any():
+            loss = loss + F.cross_entropy(logits[shown], target[shown])
+    return loss
+
+
 class BaseExamples:
     """Windows of synthetic videos (2-frame clips or 8-frame segments) with one of three requests: is it relevant
     to a question (Yes/No; about half the time it is), list the big shapes (the events), or list the kinds of the
@@ -166,23 +201,24 @@ class BaseExamples:
             start = min(max(0, middle - self.frames // 2), last)
         return replace(plan, segments=[range(start, start + self.frames)])
 
-    def sample(self) -> tuple[torch.Tensor, tuple[int, int, int], list[int], list[int]]:
-        """(patch rows, grid, prompt ids, answer ids) for one window."""
+    def sample(self) -> Window:
+        """One window with a request and its answer."""
         rng, model, tok = self.rng, self.model, self.model.compressor_tokenizer
         v = int(rng.integers(len(self.videos)))
         video = self.videos[v]
         window = self._window(video, self.plans[v])
         times = window.segment_frame_times(0)
         rows, grid = data.segment_pixels(video, window, 0, model.geometry)
+        labels = torch.from_numpy(data.token_labels(video, times, model.geometry).reshape(-1, len(SHAPE_CLASSES)))
         draw = rng.random()
         if draw < 0.4:
             request, answer = (data.LIST_BIG, data.big_shapes(video, times)) if draw < 0.25 else \
                 (data.LIST_SMALL, data.small_shapes(video, times))
             prompt = segment_prompt_ids(tok, request, window, 0, grid, model.geometry, system=DECODER_SYSTEM_PROMPT)
-            return rows, grid, prompt, tok.text(answer) + [self.end]
+            return Window(rows, grid, prompt, tok.text(answer) + [self.end], labels)
         question = self._question(video, self.questions[v], times)
         prompt = segment_prompt_ids(tok, question.text, window, 0, grid, model.geometry)
-        return rows, grid, prompt, [self.yes if data.relevant(question, times) else self.no, self.end]
+        return Window(rows, grid, prompt, [self.yes if data.relevant(question, times) else self.no, self.end], labels)
 
     def _question(self, video: SyntheticVideo, questions: list, times: list[float]) -> Question:
         """Half of the time a question about a big shape in the window, sometimes the global one, otherwise one
@@ -231,24 +267,47 @@ def shape_patch_filters(compressor: LocalCompressor) -> None:
                 4.0 / (channels * frames * cell * cell)
 
 
-def pretrain_base(model: TempoModel, head: nn.Linear, videos: list[SyntheticVideo], frames: int, steps: int,
-                  batch_size: int, lr: float, rng: np.random.Generator, name: str, every: int) -> dict:
-    """The base Qwen3-VL (vision tower, language model, LM head) on windows of `frames` frames."""
+def pretrain_base(model: TempoModel, head: nn.Linear, heads: nn.ModuleList, videos: list[SyntheticVideo],
+                  frames: int, steps: int, batch_size: int, lr: float, rng: np.random.Generator, name: str,
+                  every: int) -> dict:
+    """The base Qwen3-VL (vision tower, language model, LM head) and the shape heads on windows of `frames`
+    frames: the answer's cross-entropy plus the shape heads' loss, equally weighted."""
     compressor = model.compressor
     examples = BaseExamples(model, videos, frames, rng)
-    schedule = Schedule([{"params": list(compressor.vlm.parameters()) + list(head.parameters()), "lr": lr}], steps)
+    params = list(compressor.vlm.parameters()) + list(head.parameters()) + list(heads.parameters())
+    schedule = Schedule([{"params": params, "lr": lr}], steps)
     progress = Progress(name, steps, every)
     for step in range(steps):
         batch = [examples.sample() for _ in range(batch_size)]
-        pixels = normalize(torch.cat([rows for rows, _, _, _ in batch]), model.geometry)
-        vision = compressor.encode_vision(pixels, [grid for _, grid, _, _ in batch])
-        hidden, lengths = compressor.hidden_states([prompt + answer for _, _, prompt, answer in batch], vision)
-        loss = sum(answer_positions_loss(head(hidden[b, length - len(answer) - 1:length]), answer)
-                   for b, ((_, _, _, answer), length) in enumerate(zip(batch, lengths))) / len(batch)
+        pixels = normalize(torch.cat([window.rows for window in batch]), model.geometry)
+        vision = compressor.encode_vision(pixels, [window.grid for window in batch])
+        hidden, lengths = compressor.hidden_states([window.prompt + window.answer for window in batch], vision)
+        answers = sum(answer_positions_loss(head(hidden[b, length - len(window.answer) - 1:length]), window.answer)
+                      for b, (window, length) in enumerate(zip(batch, lengths))) / len(batch)
+        features = torch.cat([features.embeds for features in vision])  # [tokens, d_s]
+        labels = torch.cat([window.labels for window in batch]).to(features.device)  # [tokens, 3]
+        loss = answers + shape_loss(heads, features.float(), labels)
         loss.backward()
         schedule.step()
         progress.update(step, loss.item())
     return progress.summary()
+
+
+def shape_accuracy(model: TempoModel, heads: nn.ModuleList, videos: list[SyntheticVideo], windows: int,
+                   rng: np.random.Generator) -> dict:
+    """Per-token accuracy of each shape head on windows of held-out videos, over the tokens showing such a shape."""
+    examples = BaseExamples(model, videos, data.SEGMENT_FRAMES, rng)
+    hits: list[list[bool]] = [[] for _ in SHAPE_CLASSES]
+    for _ in range(windows):
+        window = examples.sample()
+        with torch.inference_mode():
+            features = model.compressor.encode_vision(normalize(window.rows, model.geometry), [window.grid])[0]
+            for j, head in enumerate(heads):
+                shown = window.labels[:, j] > 0
+                predicted = head(features.embeds.float()).argmax(-1).cpu()
+                hits[j] += (predicted[shown] == window.labels[shown, j]).tolist()
+    names = ("event_kind", "event_colour", "moving_kind")
+    return {name: float(np.mean(h)) if h else None for name, h in zip(names, hits)} | {"windows": windows}
 
 
 def relevance_accuracy(model: TempoModel, encoded: list[data.EncodedVideo]) -> dict:
@@ -433,10 +492,13 @@ def train(out_dir: str, recipe: Recipe, device: torch.device, every: int = 50) -
     # Thousands of videos, not the 200 of stages 0-1: with ~700 events the base model memorised each event's
     # colour, background and place instead of learning its shape.
     base_videos = short + more_short + long[:5]
-    report["stages"]["base clips"] = pretrain_base(model, head, base_videos, 2, recipe.clip_steps, recipe.clip_batch,
-                                                   recipe.base_lr, rng, "clips", every)
-    report["stages"]["base"] = pretrain_base(model, head, base_videos, data.SEGMENT_FRAMES, recipe.base_steps,
+    heads = shape_heads(compressor.vlm.visual.config.out_hidden_size, device)
+    report["stages"]["base clips"] = pretrain_base(model, head, heads, base_videos, 2, recipe.clip_steps,
+                                                   recipe.clip_batch, recipe.base_lr, rng, "clips", every)
+    report["stages"]["base"] = pretrain_base(model, head, heads, base_videos, data.SEGMENT_FRAMES, recipe.base_steps,
                                              recipe.base_batch, recipe.base_lr / 2, rng, "base", every)
+    report["shape_heads_after_base"] = shape_accuracy(model, heads, held_out, 100, rng)
+    log.info("shape heads on held-out windows: %s", report["shape_heads_after_base"])
     save_base(model, head, base_dir)
     tok = model.compressor_tokenizer
     yes, no = tok.token_id("Yes"), tok.token_id("No")
