@@ -455,9 +455,10 @@ def compare_view(server: Server, video: object, question: str, max_frames: float
     labels = (label(config), label(other))
     changes = plots.comparison_figure(second.segments, before, after, duration=second.video.duration,
                                       k_max=second.k_max, labels=labels, highlight=changed)
-    return (plots.result_figure(first, evidence), gr.Textbox(value=page.answer_text(first.answer), label=labels[0]),
-            plots.result_figure(second, evidence), gr.Textbox(value=page.answer_text(second.answer), label=labels[1]), changes,
-            page.comparison_html(first, second, labels, changed))
+    first_answer, second_answer = (gr.Textbox(value=page.answer_text(result.answer), label=name)
+                                   for result, name in zip((first, second), labels))
+    return (plots.result_figure(first, evidence), first_answer, plots.result_figure(second, evidence), second_answer,
+            changes, page.comparison_html(first, second, labels, changed))
 
 
 @refused
@@ -488,7 +489,8 @@ def sweep_view(server: Server, video: object, question: str, max_frames: float, 
     sweep = swept(server, video, question, values)
     last = sweep[-1]
     figure = plots.sweep_figure(last.segments, sweep, duration=last.video.duration, k_max=last.k_max)
-    rows = [[f"{result.budget:,}", f"{result.tokens_used:,}", page.answer_text(result.answer)] for result in reversed(sweep)]
+    rows = [[f"{result.budget:,}", f"{result.tokens_used:,}", page.answer_text(result.answer)]
+            for result in reversed(sweep)]
     return figure, rows
 
 

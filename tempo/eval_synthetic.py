@@ -88,6 +88,12 @@ def paired_bootstrap(first: Sequence[bool], second: Sequence[bool], videos: Sequ
             "resamples": resamples, "videos": len(sums)}
 
 
+def check_seeds(seed: int, n: int) -> None:
+    """Evaluation videos must never be training videos."""
+    if seed < 0 or seed + n > TRAINING_SEEDS:
+        raise ValueError(f"evaluation seeds must stay below {TRAINING_SEEDS} (training videos start there)")
+
+
 def sweep_budget(num_segments: int, k_max: int, fraction: float) -> int:
     """`fraction` of all memory tokens, never below one token per segment."""
     return max(num_segments, round(fraction * num_segments * k_max))
@@ -97,19 +103,18 @@ def evaluate(model: TempoModel, n: int, seed: int, budget: int | None, min_durat
              directory: str, max_new_tokens: int = 24, k_min: int = AllocationConfig().k_min,
              sweep: bool = True) -> dict:
     """Run the evaluation and return the JSON-ready report."""
-    if seed < 0 or seed + n > TRAINING_SEEDS:
-        raise ValueError(f"evaluation seeds must stay below {TRAINING_SEEDS} (training videos start there)")
+    check_seeds(seed, n)
     k_max = model.spec.num_memory_tokens
     variants = [(s, "head") for s in STRATEGIES] + [("ata", "tail"), ("oracle", "head")]
     outcomes: dict[tuple[str, str], list[dict]] = defaultdict(list)
     swept: dict[tuple[str, float], list[dict]] = defaultdict(list)
     shapes: dict[str, list[dict]] = defaultdict(list)
     examples = []
+    base = RunConfig(generation=GenerationConfig(max_new_tokens=max_new_tokens))
     started = time.perf_counter()
     for video_seed in range(seed, seed + n):
         path, video = video_file(video_seed, min_duration, max_duration, directory)
         for question in make_questions(video, np.random.default_rng(video_seed)):
-            base = RunConfig(generation=GenerationConfig(max_new_tokens=max_new_tokens))
             compressed = compression(model, path, question.text, base)
             video_budget = budget or compressed.video.num_segments * k_max // 4
             segment_seconds = base.sampling.segment_frames / compressed.video.real_fps
@@ -128,13 +133,12 @@ def evaluate(model: TempoModel, n: int, seed: int, budget: int | None, min_durat
 
             for name, truncation in variants:
                 strategy, source = ("ata", oracle) if name == "oracle" else (name, compressed)
-                config = RunConfig(allocation=AllocationConfig(budget=video_budget, k_min=k_min, strategy=strategy,
-                                                               truncation=truncation))
-                finished, record = outcome(source, config.allocation)
+                finished, record = outcome(source, AllocationConfig(budget=video_budget, k_min=k_min,
+                                                                    strategy=strategy, truncation=truncation))
                 tokens = [s.tokens for s in finished.segments]
                 outcomes[(name, truncation)].append(record)
                 if (name, truncation) == ("ata", "head"):
-                    shapes[question.family].append(allocation_shape(tokens, config.allocation.k_min, k_max))
+                    shapes[question.family].append(allocation_shape(tokens, k_min, k_max))
                     examples.append({"seed": video_seed, "duration": round(video.duration, 1),
                                      "family": question.family, "question": question.text,
                                      "expected": question.answer, "answer": finished.answer,
@@ -210,8 +214,9 @@ def format_margins(report: dict) -> str:
                      f"({m['resamples']:,} resamples of {m['videos']} videos)")
     sweep = report.get("budget_sweep")
     if sweep:
-        lines += ["", "| budget (of all memory tokens) | ATA accuracy | uniform accuracy | ATA - uniform (95% interval) "
-                      "| ATA localization | uniform localization | ATA tokens on the evidence | uniform tokens on the evidence |",
+        lines += ["", "| budget (of all memory tokens) | ATA accuracy | uniform accuracy "
+                      "| ATA - uniform (95% interval) | ATA localization | uniform localization "
+                      "| ATA tokens on the evidence | uniform tokens on the evidence |",
                   "|---|---|---|---|---|---|---|---|"]
         for i, fraction in enumerate(sweep["fractions"]):
             ata, uniform, m = sweep["strategies"]["ata"][i], sweep["strategies"]["uniform"][i], \
@@ -231,8 +236,7 @@ def write_jobs(path: str, n: int, seed: int, budgets: list[int], min_duration: f
                directory: str) -> int:
     """The evaluation's questions as `python -m tempo batch` jobs, once per budget, with their family, expected
     answer and evidence; returns how many jobs were written."""
-    if seed < 0 or seed + n > TRAINING_SEEDS:
-        raise ValueError(f"evaluation seeds must stay below {TRAINING_SEEDS} (training videos start there)")
+    check_seeds(seed, n)
     lines = []
     for video_seed in range(seed, seed + n):
         video_path, video = video_file(video_seed, min_duration, max_duration, directory)
