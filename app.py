@@ -388,7 +388,7 @@ def analyze(server: Server, video: object, question: str, max_frames: float, bud
                 report_path.write_text(share.html_report(event, question, key_frames, model=server.model.spec.name,
                                                          truth=graded), encoding="utf-8")
                 allocation = progress.allocation
-                yield (*timeline, page.answer_text(event.answer), key_frames,
+                yield (*timeline, report.answer_text(event.answer), key_frames,
                        page.stats_html(event, allocation.context_truncated),
                        gr.DownloadButton(value=str(json_path), visible=True),
                        gr.DownloadButton(value=str(csv_path), visible=True),
@@ -455,7 +455,7 @@ def compare_view(server: Server, video: object, question: str, max_frames: float
     labels = (label(config), label(other))
     changes = plots.comparison_figure(second.segments, before, after, duration=second.video.duration,
                                       k_max=second.k_max, labels=labels, highlight=changed)
-    first_answer, second_answer = (gr.Textbox(value=page.answer_text(result.answer), label=name)
+    first_answer, second_answer = (gr.Textbox(value=report.answer_text(result.answer), label=name)
                                    for result, name in zip((first, second), labels))
     return (plots.result_figure(first, evidence), first_answer, plots.result_figure(second, evidence), second_answer,
             changes, page.comparison_html(first, second, labels, changed))
@@ -489,7 +489,7 @@ def sweep_view(server: Server, video: object, question: str, max_frames: float, 
     sweep = swept(server, video, question, values)
     last = sweep[-1]
     figure = plots.sweep_figure(last.segments, sweep, duration=last.video.duration, k_max=last.k_max)
-    rows = [[f"{result.budget:,}", f"{result.tokens_used:,}", page.answer_text(result.answer)]
+    rows = [[f"{result.budget:,}", f"{result.tokens_used:,}", report.answer_text(result.answer)]
             for result in reversed(sweep)]
     return figure, rows
 

@@ -13,14 +13,6 @@ from .report import RunProgress, clock, run_stats, span
 from .share import Truth
 
 
-NO_ANSWER = "(no answer: the model ended its reply before its first word)"
-
-
-def answer_text(answer: str) -> str:
-    """The answer as the page shows it: the model's text, or a note where it gave none (an empty box looks broken)."""
-    return answer if answer.strip() else NO_ANSWER
-
-
 def header_html(model: TempoModel) -> str:
     spec = model.spec
     note = ""

@@ -13,6 +13,14 @@ import numpy as np
 
 from .events import AllocationDone, AnswerToken, Event, Finished, SegmentCompressed, SegmentSummary, VideoProbed
 
+NO_ANSWER = "(no answer: the model ended its reply before its first word)"
+
+
+def answer_text(answer: str) -> str:
+    """The answer as people see it: the model's text, or a note where it gave none (an empty box looks broken)."""
+    return answer if answer.strip() else NO_ANSWER
+
+
 SEGMENT_FIELDS = ("index", "start", "end", "relevance", "tokens")
 
 

@@ -17,7 +17,7 @@ from PIL import Image
 
 from . import plots
 from .events import Finished, SegmentSummary
-from .report import clock, run_stats, span
+from .report import answer_text, clock, run_stats, span
 
 FILMSTRIP_EDGE = 112  # long edge of a filmstrip thumbnail
 REPORT_FRAME_EDGE = 320
@@ -105,8 +105,9 @@ def html_report(result: Finished, question: str, key_frames: Sequence[tuple[np.n
             f"<title>Tempo · {html.escape(question[:80])}</title><style>{REPORT_STYLE}</style></head><body>"
             f"<h1>Tempo <span>{html.escape(result.video.path.rsplit('/', 1)[-1])} · "
             f"{html.escape(model)}</span></h1>"
-            f"<p class='question'><b>Q:</b> {html.escape(question)}</p><div class='answer'>{html.escape(result.answer)}"
-            f"</div>{truth_html}<table>{numbers_html}</table>{timeline}"
+            f"<p class='question'><b>Q:</b> {html.escape(question)}</p>"
+            f"<div class='answer'>{html.escape(answer_text(result.answer))}</div>"
+            f"{truth_html}<table>{numbers_html}</table>{timeline}"
             f"<h2>Key frames</h2><div class='frames'>{frames}</div>"
             f"<h2>Settings</h2><table>{settings}</table><p>Timings: {html.escape(timings)}</p>"
             "<footer>Made with Tempo: query-aware compression for long videos.</footer></body></html>")

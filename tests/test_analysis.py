@@ -3,6 +3,7 @@ sweeps, a segment's frames, the batch mode and the self-contained HTML report.""
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import shutil
@@ -12,7 +13,7 @@ import pytest
 
 import tempo
 from tempo import analysis, batch, cli, share
-from tempo.report import key_frames
+from tempo.report import NO_ANSWER, key_frames
 
 QUESTION = "How many bikes pass the camera?"
 
@@ -181,3 +182,6 @@ def test_the_report_marks_an_examples_expected_answer(fixture_model, bikes):
     text = share.html_report(replace(result, answer="two"), QUESTION, key_frames(result.segments, []),
                              model="test", truth=truth)
     assert "Expected: 3 · the answer is wrong" in text
+    assert "<div class='answer'>two</div>" in text
+    silent = share.html_report(replace(result, answer=" "), QUESTION, [], model="test")
+    assert f"<div class='answer'>{html.escape(NO_ANSWER)}</div>" in silent

@@ -12,7 +12,7 @@ from gradio_client.exceptions import AppError
 
 from appserver import load_app_model, serve
 
-from tempo import page
+from tempo import report
 
 QUESTION = "What shapes move across the screen?"
 FAST = dict(max_new_tokens=8)  # the answers of the test model are gibberish; a few tokens prove streaming works
@@ -173,5 +173,5 @@ def test_ui_endpoint_reports_errors_in_the_status_too(client, tmp_path):
 
 
 def test_an_empty_answer_is_shown_as_such():
-    assert page.answer_text("yellow") == "yellow"
-    assert page.answer_text(" \n") == page.NO_ANSWER and "no answer" in page.NO_ANSWER
+    assert report.answer_text("yellow") == "yellow"
+    assert report.answer_text(" \n") == report.NO_ANSWER and "no answer" in report.NO_ANSWER
