@@ -91,6 +91,10 @@ class Sprite:
     size: int
     event: bool
 
+    def paint(self, canvas: np.ndarray, value: object) -> None:
+        """Set this shape's pixels of `canvas` [height, width, ...] to `value`."""
+        canvas[self.top:self.top + self.size, self.left:self.left + self.size][sprite(self.kind, self.size)] = value
+
 
 @dataclass(frozen=True)
 class SyntheticVideo:
@@ -151,8 +155,7 @@ class SyntheticVideo:
         drawn = self.sprites(t)  # checks t
         out[:] = self._scene(t).background
         for placed in drawn:
-            box = out[placed.top:placed.top + placed.size, placed.left:placed.left + placed.size]
-            box[sprite(placed.kind, placed.size)] = COLOURS[placed.colour]
+            placed.paint(out, COLOURS[placed.colour])
 
 
 def _bounce(p: float, lo: float, hi: float) -> float:

@@ -15,7 +15,7 @@ from ..compressor import LocalCompressor, VisionFeatures
 from ..patches import PatchGeometry, model_frames, normalize, patchify
 from ..config import SamplingConfig
 from ..prompts import DECODER_SYSTEM_PROMPT, ROUTING_SYSTEM_PROMPT, time_tag
-from ..synthetic import COLOURS, KINDS, Event, Question, SyntheticVideo, make_questions, occurrences, sprite
+from ..synthetic import COLOURS, KINDS, Event, Question, SyntheticVideo, make_questions, occurrences
 from ..video import SamplingPlan, VideoInfo, uniform_plan
 
 NATIVE_FPS = 4.0  # the rate the example mp4s are written at: sampling is emulated on it
@@ -51,8 +51,7 @@ def token_labels(video: SyntheticVideo, frame_times: list[float], geometry: Patc
         owner = np.zeros((video.height, video.width), dtype=np.int64)  # which sprite (1-based) shows at a pixel
         drawn = video.sprites(t)
         for number, placed in enumerate(drawn, 1):
-            box = owner[placed.top:placed.top + placed.size, placed.left:placed.left + placed.size]
-            box[sprite(placed.kind, placed.size)] = number
+            placed.paint(owner, number)
         cells = owner.reshape(rows, cell, cols, cell).transpose(0, 2, 1, 3).reshape(rows, cols, cell * cell)
         for number, placed in enumerate(drawn, 1):
             covered = (cells == number).mean(-1) >= coverage
