@@ -28,9 +28,9 @@ sys.path.insert(0, str(ROOT))
 
 from tempo import bench  # noqa: E402
 from tempo.config import SamplingConfig  # noqa: E402
-from tempo.patches import PatchGeometry, fit_long_edge, frame_size  # noqa: E402
-from tempo.resample import resize  # noqa: E402
 from tempo.video import long_edge_size  # noqa: E402
+from tempo.video.patches import PatchGeometry, fit_long_edge, frame_size  # noqa: E402
+from tempo.video.resample import resize  # noqa: E402
 
 SIZES = {"720p": (1280, 720), "1080p": (1920, 1080), "480p": (854, 480), "portrait 1080x1920": (1080, 1920),
          "QCIF": (176, 144)}

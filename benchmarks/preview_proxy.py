@@ -1,7 +1,7 @@
 """How long the browser preview of an unplayable upload takes, and whether it delays the analysis.
 
 For a 3-minute and a 1-hour 1280x720 30-fps MPEG-4 Part 2 clip (the codec of older cameras and phones; made once
-with imageio-ffmpeg's ffmpeg and kept in the temp directory), it times `tempo.preview.make_proxy`. Then it times
+with imageio-ffmpeg's ffmpeg and kept in the temp directory), it times `demo.preview.make_proxy`. Then it times
 the first compressed segment of the 10-minute example with Tempo-Tiny, once alone and once while the 1-hour
 clip's proxy is being made beside it, as when a visitor presses the button right after uploading.
 
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import tempo  # noqa: E402
-from tempo import preview  # noqa: E402
+from demo import preview  # noqa: E402
 
 QUESTION = "When does the star appear?"
 

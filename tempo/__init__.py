@@ -4,8 +4,7 @@ from .cache import VideoCache
 from .config import AllocationConfig, GenerationConfig, Limits, RunConfig, SamplingConfig
 from .errors import InputError, ModelError, ResourceError, TempoError, VideoError
 from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed, VideoProbed
-from .loading import DEFAULT_MODEL
-from .model import TempoModel, from_pretrained
+from .model import DEFAULT_MODEL, TempoModel, from_pretrained
 from .pipeline import answer, run
 
 __all__ = [

@@ -1,5 +1,5 @@
-"""Looking at one compression from other angles: other allocations of it (compare, budget sweeps) and the frames
-of one segment. The compression comes from the per-video cache when the question was asked before, so none of
+"""Looking at one compression from other angles: other allocations of it (compare, budget sweeps) and one segment
+as the run saw it. The compression comes from the per-video cache when the question was asked before, so none of
 this reruns the vision tower or the compressor.
 """
 
@@ -11,13 +11,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .cache import VideoCache
+from .cache import VideoCache, default_cache
 from .config import RunConfig
+from .errors import InputError
 from .events import Finished
 from .model import TempoModel
-from .patches import fit_long_edge
-from .pipeline import CompressedVideo, StageTimer, check_question, compress, out_of_memory_as_error, respond
+from .pipeline import (CompressedVideo, StageTimer, allocate_tokens, checked, compress_video, out_of_memory_as_error,
+                       respond)
 from .video import SamplingPlan, open_video, plan_sampling
+from .video.patches import fit_long_edge
 
 SWEEP_BUDGETS = 6  # rows of a budget sweep
 SEGMENT_FRAME_EDGE = 320  # long edge of the frames shown for one segment
@@ -26,20 +28,18 @@ SEGMENT_FRAME_EDGE = 320  # long edge of the frames shown for one segment
 def compression(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig,
                 cache: VideoCache | None = None) -> CompressedVideo:
     """`question` about `video` through the compressor (or from the cache), without answering."""
-    config.validate()
-    question = check_question(question, config.limits.max_question_chars)
-    events = compress(model, video, question, config, StageTimer(), cache)
+    config, question = checked(model, question, config)
+    compressed = CompressedVideo(question)
+    cache = default_cache(model) if cache is None else cache
     with out_of_memory_as_error():
-        while True:
-            try:
-                next(events)
-            except StopIteration as done:
-                return done.value
+        for _ in compress_video(model, video, config, cache, StageTimer(), compressed):
+            pass  # nobody watches this compression's progress
+    return compressed
 
 
 def reanswer(model: TempoModel, compressed: CompressedVideo, config: RunConfig) -> Finished:
     """Allocate and answer `compressed` again under `config` (its sampling must be the compression's)."""
-    config.validate()
+    config.validate(model.spec)
     with out_of_memory_as_error():
         *_, finished = respond(model, compressed, config, StageTimer())
     return finished
@@ -90,6 +90,34 @@ def relevance_ranks(relevance: list[float]) -> list[int]:
     """1 for the most relevant segment, then 2, ... (ties share the better rank)."""
     order = sorted(relevance, reverse=True)
     return [order.index(score) + 1 for score in relevance]
+
+
+@dataclass(frozen=True)
+class SegmentLook:
+    """One segment as a run saw it: where it is, how relevant (and its rank, 1 = most relevant), how many tokens it
+    kept under the run's allocation, and its sampled frames with their times."""
+
+    index: int
+    start: float
+    end: float
+    relevance: float
+    rank: int
+    num_segments: int
+    tokens: int
+    frames: list[np.ndarray]
+    times: list[float]
+
+
+def look_at_segment(model: TempoModel, video: str | os.PathLike, plan: SamplingPlan, relevance: list[float],
+                    config: RunConfig, index: int) -> SegmentLook:
+    """Segment `index` of a compression (its `relevance`, from the cache): the tokens `config` gives it, computed as
+    the run computes them, and its frames decoded again."""
+    if not 0 <= index < len(relevance):
+        raise InputError(f"This video has segments 0 to {len(relevance) - 1} (got {index}).")
+    tokens = allocate_tokens(model, relevance, config)
+    shown = segment_frames(video, plan, index)
+    return SegmentLook(index, *plan.span(index), relevance[index], relevance_ranks(relevance)[index],
+                       len(relevance), tokens[index], shown.frames, shown.times)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Many (video, question) jobs from a JSON Lines file: one model load, resumable, one result line per job.
 
 Each input line is an object with `id`, `video` (absolute, or relative to the input file) and `question`, and
-optionally per-job settings (`JOB_SETTINGS`). Any other field (`family`, `expected`, ...) is copied to the job's
+optionally per-job settings (the settings table's batch keys: `config.settings(BATCH)`). Any other field (`family`, `expected`, ...) is copied to the job's
 result. A result line is the CLI's `--json` object plus `id`, `video` and `question`, or `{"id", "error"}` when
 the job fails; the batch goes on. Results are appended as each job ends, so an interrupted batch resumes where it
 stopped: a second run with the same output skips the ids already answered and retries the ones that failed.
@@ -15,26 +15,20 @@ import math
 import os
 import re
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from . import report, share
 from .cache import VideoCache
-from .config import RunConfig
+from .config import BATCH, RunConfig, settings
 from .errors import InputError, TempoError
-from .events import Finished, SegmentCompressed
-from .model import TempoModel
-from .pipeline import run
 
-# Per-job settings: the field, the RunConfig part it belongs to, and its type.
-JOB_SETTINGS = {
-    "max_frames": ("sampling", int), "fast_seek": ("sampling", bool), "budget": ("allocation", int),
-    "k_min": ("allocation", int), "strategy": ("allocation", str), "truncation": ("allocation", str),
-    "temperature": ("generation", float), "max_new_tokens": ("generation", int),
-}
+from .model import CheckpointSpec, TempoModel
+from .pipeline import run
+from .render.progress import RunProgress
+from .render.report import write_report
+
 RESULT_KEYS = ("id", "video", "question")
-TYPE_NAMES = {int: "a whole number", float: "a number", str: "text", bool: "true or false"}
 log = logging.getLogger(__name__)
 
 
@@ -102,10 +96,11 @@ def parse_job(line: str, directory: Path) -> Job:
         raise InputError(f"The job lacks {', '.join(missing)}.")
     if not isinstance(entry["id"], (str, int)) or not isinstance(entry["video"], str):
         raise InputError("id must be a string or a number and video a path.")
-    settings = {key: entry[key] for key in JOB_SETTINGS if key in entry}
-    extra = {key: value for key, value in entry.items() if key not in RESULT_KEYS and key not in JOB_SETTINGS}
+    keys = {setting.name for setting in settings(BATCH)}
+    chosen = {key: value for key, value in entry.items() if key in keys}
+    extra = {key: value for key, value in entry.items() if key not in RESULT_KEYS and key not in keys}
     video = entry["video"] if os.path.isabs(entry["video"]) else str(directory / entry["video"])
-    return Job(str(entry["id"]), video, entry["question"], settings, extra)
+    return Job(str(entry["id"]), video, entry["question"], chosen, extra)
 
 
 def _line_id(line: str, number: int) -> str:
@@ -118,18 +113,9 @@ def _line_id(line: str, number: int) -> str:
     return f"line {number}"
 
 
-def job_config(job: Job, base: RunConfig) -> RunConfig:
-    """`base` with the job's own settings, each checked for its type (the library checks the ranges)."""
-    parts = {"sampling": {}, "allocation": {}, "generation": {}}
-    for key, value in job.settings.items():
-        part, kind = JOB_SETTINGS[key]
-        fits = isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))
-        if kind is float and isinstance(value, int) and not isinstance(value, bool):
-            value, fits = float(value), True
-        if not fits:
-            raise InputError(f"{key} must be {TYPE_NAMES[kind]} (got {value!r}).")
-        parts[part][key] = value
-    return replace(base, **{part: replace(getattr(base, part), **values) for part, values in parts.items() if values})
+def job_config(job: Job, base: RunConfig, spec: CheckpointSpec) -> RunConfig:
+    """`base` with the job's own settings, checked by the settings table for this checkpoint."""
+    return base.with_settings(job.settings, spec)
 
 
 def answered_ids(output: Path) -> set[str]:
@@ -181,15 +167,14 @@ def report_name(job_id: str) -> str:
     return (re.sub(r"[^A-Za-z0-9._-]+", "_", job_id).strip("._") or "job") + ".html"
 
 
-def run_job(model: TempoModel, job: Job, config: RunConfig, cache: VideoCache) -> tuple[Finished, list]:
-    """One job to its `Finished` event, with the segment thumbnails its report shows."""
-    frames = []
+def run_job(model: TempoModel, job: Job, config: RunConfig, cache: VideoCache) -> RunProgress:
+    """One job to its `Finished` event, folded into the progress its report is made from."""
+    progress = RunProgress()
     for event in run(model, job.video, job.question, config, cache):
-        if isinstance(event, SegmentCompressed):
-            frames.append(event.frame)
-        elif isinstance(event, Finished):
-            return event, frames
-    raise TempoError("The pipeline ended without an answer.")
+        progress.update(event)
+    if progress.finished is None:
+        raise TempoError("The pipeline ended without an answer.")
+    return progress
 
 
 def run_batch(model: TempoModel, jobs: list[Job | dict], output: str | os.PathLike, base: RunConfig, err: TextIO,
@@ -221,16 +206,15 @@ def run_batch(model: TempoModel, jobs: list[Job | dict], output: str | os.PathLi
 def _answer(model: TempoModel, job: Job, base: RunConfig, cache: VideoCache,
             reports: str | os.PathLike | None) -> tuple[dict, str]:
     try:
-        result, frames = run_job(model, job, job_config(job, base), cache)
+        progress = run_job(model, job, job_config(job, base, model.spec), cache)
     except (TempoError, OSError) as exc:
         return {"id": job.id, "error": str(exc)}, "error: " + str(exc)
     except Exception as exc:  # a bug on one job must not cost the others their answers
         log.exception("job %s failed", job.id)
         message = f"Unexpected {type(exc).__name__}: {exc}"
         return {"id": job.id, "error": message}, "error: " + message
+    result = progress.finished
     if reports:
-        key = report.key_frames(result.segments, frames)
-        page = share.html_report(result, job.question, key, model=model.spec.name)
-        Path(reports, report_name(job.id)).write_text(page, encoding="utf-8")
+        write_report(progress, Path(reports, report_name(job.id)), job.question, model=model.spec.name)
     line = {"id": job.id, "video": job.video, "question": job.question, **job.extra, **result.to_dict()}
     return line, f"answered in {result.timings.get('total', 0):.1f}s"

@@ -29,11 +29,11 @@ import torch
 from PIL import Image
 
 from .cache import EncodedSegment, VideoCache
-from .compressor import LocalCompressor
+from .model.compressor import LocalCompressor
 from .config import GenerationConfig, RunConfig, SamplingConfig
 from .events import AllocationDone, Finished, SegmentCompressed
 from .model import TempoModel, from_pretrained
-from .patches import PatchGeometry, clip_size, frame_size, normalize, patchify, resize_frames
+from .video.patches import PatchGeometry, clip_size, frame_size, normalize, patchify, resize_frames
 from .pipeline import CompressedVideo, StageTimer, compress_batch, prepare_segments, probe, respond, run
 from .video import VideoInfo, long_edge_size, open_video, uniform_plan
 
@@ -161,7 +161,7 @@ def reference_answer(model: TempoModel, path: str, question: str, config: RunCon
     memories, relevance = compress_batch(model, segments, question, plan, StageTimer())
     first_result = time.perf_counter() - started
     probed, _ = probe(open_video(path), config.sampling)
-    compressed = CompressedVideo(probed, plan, question, list(memories), relevance)
+    compressed = CompressedVideo(question, probed, plan, list(memories), relevance)
     finished = list(respond(model, compressed, config, StageTimer()))[-1]
     return {"first_segment_s": first_result, "total_s": time.perf_counter() - started, "answer": finished.answer,
             "tokens": [s.tokens for s in finished.segments]}

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from .compressor import VisionFeatures
+from .model.compressor import VisionFeatures
 from .config import SamplingConfig
 from .events import VideoProbed
 from .video import SamplingPlan

@@ -12,12 +12,17 @@ import sys
 import time
 from typing import TextIO
 
-from . import batch as batch_module, figures as figures_module
-from .config import STRATEGIES, TRUNCATIONS, AllocationConfig, GenerationConfig, Limits, RunConfig, SamplingConfig
-
-SAMPLING, ALLOCATION, GENERATION, RUN = SamplingConfig(), AllocationConfig(), GenerationConfig(), RunConfig()
+from . import batch as batch_module
+from . import model as tempo_model
+from .config import CLI, Limits, RunConfig, settings
 from .errors import TempoError
 from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed, VideoProbed
+from .model import CheckpointSpec
+from .pipeline import check_question, run
+from .render import figures as figures_module
+from .render.progress import RunProgress
+from .render.report import write_report
+from .render.text import clock
 
 BAR = " ▁▂▃▄▅▆▇█"
 
@@ -26,10 +31,6 @@ def sparkline(values: list[float]) -> str:
     """One character per value, scaled to the largest."""
     top = max(values, default=0) or 1
     return "".join(BAR[min(len(BAR) - 1, round(v / top * (len(BAR) - 1)))] for v in values)
-
-
-def _clock(seconds: float) -> str:
-    return f"{int(seconds) // 60:02d}:{seconds % 60:04.1f}"
 
 
 class Progress:
@@ -45,7 +46,7 @@ class Progress:
         done = event.index + 1
         elapsed = time.perf_counter() - self.started
         eta = elapsed / done * (event.num_segments - done)
-        line = (f"compressing {done}/{event.num_segments} segments  [{_clock(event.start)}-{_clock(event.end)}] "
+        line = (f"compressing {done}/{event.num_segments} segments  [{clock(event.start, 1)}-{clock(event.end, 1)}] "
                 f"relevance {event.relevance:.3f}  ETA {eta:4.0f}s")
         if self.tty:
             self.stream.write("\r" + line + ("\n" if done == event.num_segments else ""))
@@ -76,24 +77,26 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
-    """The settings of a run; their defaults are tempo.config's (the budget: the checkpoint's)."""
-    parser.add_argument("--budget", type=int, default=ALLOCATION.budget,
-                        help="visual token budget (default: the checkpoint's, 8192 for Tempo-6B)")
-    parser.add_argument("--max-frames", type=int, default=SAMPLING.max_frames,
-                        help=f"cap on sampled frames (default {SAMPLING.max_frames})")
-    parser.add_argument("--fast-seek", action="store_true",
-                        help="decode key frames only: an hour in seconds, but not the released sampling")
-    parser.add_argument("--k-min", type=int, default=ALLOCATION.k_min,
-                        help=f"tokens every segment keeps (default {ALLOCATION.k_min})")
-    parser.add_argument("--strategy", choices=tuple(STRATEGIES), default=ALLOCATION.strategy,
-                        help=f"allocation strategy (default {ALLOCATION.strategy})")
-    parser.add_argument("--truncation", choices=tuple(TRUNCATIONS), default=ALLOCATION.truncation,
-                        help=f"intra-segment reduction (default {ALLOCATION.truncation})")
-    parser.add_argument("--temperature", type=float, default=GENERATION.temperature, help="0 = greedy (default)")
-    parser.add_argument("--max-new-tokens", type=int, default=GENERATION.max_new_tokens,
-                        help=f"default {GENERATION.max_new_tokens}")
-    parser.add_argument("--micro-batch", type=int, default=RUN.micro_batch,
-                        help=f"segments per compressor forward pass (default {RUN.micro_batch})")
+    """A flag for every setting the table offers on the command line; values are checked by the table when the run
+    is configured, with the message the page and the API give."""
+    for setting in settings(CLI):
+        flag = "--" + setting.name.replace("_", "-")
+        if setting.kind is bool:
+            parser.add_argument(flag, action="store_true", default=None, help=setting.describe())
+        else:
+            parser.add_argument(flag, type=str if setting.choices else number, default=None,
+                                metavar="{" + ",".join(setting.choices) + "}" if setting.choices else None,
+                                help=setting.describe())
+
+
+def number(text: str) -> object:
+    """A number as typed (int or float); anything else is passed on as text, for the settings check to explain."""
+    for parse in (int, float):
+        try:
+            return parse(text)
+        except ValueError:
+            pass
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -125,35 +128,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run_config(args: argparse.Namespace, limits: Limits) -> RunConfig:
-    """The command line's settings as a RunConfig (checked by the library when it runs)."""
-    return RunConfig(
-        sampling=SamplingConfig(max_frames=args.max_frames, fast_seek=args.fast_seek),
-        allocation=AllocationConfig(budget=args.budget, k_min=args.k_min, strategy=args.strategy,
-                                    truncation=args.truncation),
-        generation=GenerationConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature),
-        limits=limits,
-        micro_batch=args.micro_batch,
-    )
+def run_config(args: argparse.Namespace, limits: Limits, spec: CheckpointSpec) -> RunConfig:
+    """The settings given on the command line over the library's defaults, checked for this checkpoint."""
+    given = {s.name: getattr(args, s.name) for s in settings(CLI) if getattr(args, s.name) is not None}
+    return RunConfig(limits=limits).with_settings(given, spec)
 
 
 def infer(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from . import model as tempo_model, pipeline, report, share
-
     limits = Limits.from_env()
-    pipeline.check_question(args.query, limits.max_question_chars)  # before the (slow) model load
+    check_question(args.query, limits.max_question_chars)  # before the (slow) model load
     model = tempo_model.from_pretrained(args.model, base=args.base, device=args.device, dtype=args.dtype)
-    config = run_config(args, limits)
-    progress = Progress(err)
-    frames = []
-    for event in pipeline.run(model, args.video, args.query, config):
+    config = run_config(args, limits, model.spec)
+    progress, run_progress = Progress(err), RunProgress()
+    for event in run(model, args.video, args.query, config):
+        run_progress.update(event)
         if isinstance(event, VideoProbed):
-            err.write(f"{os.path.basename(event.path)}: {_clock(event.duration)} at {event.native_fps:.2f} fps, "
+            err.write(f"{os.path.basename(event.path)}: {clock(event.duration, 1)} at {event.native_fps:.2f} fps, "
                       f"{event.width}x{event.height} -> {event.sampled_frames} frames, "
                       f"{event.num_segments} segments\n")
         elif isinstance(event, SegmentCompressed):
             progress.segment(event)
-            frames.append(event.frame)
         elif isinstance(event, AllocationDone):
             err.write(f"tokens per segment {sparkline(event.tokens)}  {event.tokens_used}/{event.budget} used "
                       f"({event.strategy}, k_min {event.k_min}, k_max {event.k_max})\n")
@@ -171,22 +165,18 @@ def infer(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                     json.dump(event.to_dict(), f, indent=2, ensure_ascii=False)
                 err.write(f"wrote {args.json_out}\n")
             if args.report:
-                page = share.html_report(event, args.query, report.key_frames(event.segments, frames),
-                                         model=model.spec.name)
-                with open(args.report, "w", encoding="utf-8") as f:
-                    f.write(page)
+                write_report(run_progress, args.report, args.query, model=model.spec.name)
                 err.write(f"wrote {args.report}\n")
     return 0
 
 
 def batch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Exit status 0 when every job is answered, 1 when some failed (their lines say why)."""
-    from . import model as tempo_model
-
     limits = Limits.from_env()
     jobs = batch_module.read_jobs(args.input)  # before the (slow) model load: a missing file is refused at once
     model = tempo_model.from_pretrained(args.model, base=args.base, device=args.device, dtype=args.dtype)
-    summary = batch_module.run_batch(model, jobs, args.output, run_config(args, limits), err, args.reports)
+    summary = batch_module.run_batch(model, jobs, args.output, run_config(args, limits, model.spec), err,
+                                     args.reports)
     err.write(f"{summary}; results in {args.output}\n")
     return 1 if summary.failed else 0
 

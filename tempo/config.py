@@ -1,13 +1,26 @@
-"""Run-time settings, grouped by pipeline stage. Defaults are the paper's / released inference defaults."""
+"""Run-time settings, grouped by pipeline stage, and the one table of the settings people choose.
+
+The dataclasses hold every default (the paper's / the released inference defaults). `SETTINGS` declares each
+user-facing setting once -- its type, range, unit and help -- and the page's controls, the API's parameters, the
+CLI's flags and the batch jobs' keys are all made from it, so one bad value gets one message wherever it comes in.
+"""
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Mapping, Protocol
 
 from .allocation import STRATEGIES, TRUNCATIONS
 from .errors import InputError
+
+
+class Checkpoint(Protocol):
+    """What the settings' ranges and defaults depend on in a checkpoint (a loaded model's `spec` has it)."""
+
+    num_memory_tokens: int  # k_max
+    visual_token_budget: int
 
 
 @dataclass(frozen=True)
@@ -21,12 +34,6 @@ class SamplingConfig:
     segment_frames: int = 8
     fast_seek: bool = False  # key frames only: much faster on long files, not the released sampling
 
-    def validate(self) -> None:
-        if not (isinstance(self.max_frames, int) and self.max_frames >= 1):
-            raise InputError(f"max_frames must be a whole number >= 1 (got {self.max_frames!r}).")
-        if not (math.isfinite(self.fps) and self.fps > 0):
-            raise InputError(f"Sampling fps must be a positive number (got {self.fps!r}).")
-
 
 @dataclass(frozen=True)
 class AllocationConfig:
@@ -38,17 +45,6 @@ class AllocationConfig:
     truncation: str = "head"  # one of allocation.TRUNCATIONS
     seed: int = 0  # for the "random" strategy
 
-    def validate(self) -> None:
-        if not isinstance(self.strategy, str) or self.strategy not in STRATEGIES:
-            raise InputError(f"Unknown allocation strategy {self.strategy!r}; choose one of {', '.join(STRATEGIES)}.")
-        if not isinstance(self.truncation, str) or self.truncation not in TRUNCATIONS:
-            raise InputError(f"Unknown truncation {self.truncation!r}; choose one of {', '.join(TRUNCATIONS)}.")
-        if self.budget is not None and (isinstance(self.budget, bool) or not isinstance(self.budget, int)
-                                        or self.budget < 1):
-            raise InputError(f"The visual token budget must be a whole number >= 1 (got {self.budget!r}).")
-        if isinstance(self.k_min, bool) or not isinstance(self.k_min, int) or self.k_min < 1:
-            raise InputError(f"k_min must be a whole number >= 1 (got {self.k_min!r}).")
-
 
 @dataclass(frozen=True)
 class GenerationConfig:
@@ -58,15 +54,6 @@ class GenerationConfig:
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int = 0  # for sampling (temperature > 0)
-
-    def validate(self) -> None:
-        if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
-            raise InputError(f"max_new_tokens must be a whole number >= 1 (got {self.max_new_tokens!r}).")
-        if not (isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature)
-                and 0.0 <= self.temperature <= 5.0):
-            raise InputError(f"Temperature must be between 0 and 5 (got {self.temperature!r}).")
-        if not (isinstance(self.top_p, (int, float)) and 0.0 < self.top_p <= 1.0):
-            raise InputError(f"top_p must be in (0, 1] (got {self.top_p!r}).")
 
 
 @dataclass(frozen=True)
@@ -113,15 +100,150 @@ class RunConfig:
     context_length: int | None = None  # None: the checkpoint's tokenizer_model_max_length
 
     def summary(self, budget: int) -> dict[str, object]:
-        """The settings a user chose, for reports and JSON (`budget`: the one in effect, after defaults)."""
-        return {"max_frames": self.sampling.max_frames, "fast_seek": self.sampling.fast_seek, "budget": budget,
-                "k_min": self.allocation.k_min, "strategy": self.allocation.strategy,
-                "truncation": self.allocation.truncation, "temperature": self.generation.temperature,
-                "max_new_tokens": self.generation.max_new_tokens}
+        """The chosen settings, for reports and JSON (`budget`: the one in effect, after defaults)."""
+        return {s.name: budget if s.name == "budget" else s.value_in(self) for s in settings()}
 
-    def validate(self) -> None:
-        self.sampling.validate()
-        self.allocation.validate()
-        self.generation.validate()
-        if not (isinstance(self.micro_batch, int) and self.micro_batch >= 1):
-            raise InputError(f"micro_batch must be a whole number >= 1 (got {self.micro_batch!r}).")
+    def validate(self, spec: Checkpoint | None = None) -> None:
+        """Every setting in range (with `spec`, the ranges that depend on the checkpoint too)."""
+        for setting in settings():
+            setting.check(setting.value_in(self), spec, exact=True)
+        if not (isinstance(self.sampling.fps, (int, float)) and math.isfinite(self.sampling.fps)
+                and self.sampling.fps > 0):
+            raise InputError(f"Sampling fps must be a positive number (got {self.sampling.fps!r}).")
+        top_p = self.generation.top_p
+        if isinstance(top_p, bool) or not (isinstance(top_p, (int, float)) and 0.0 < top_p <= 1.0):
+            raise InputError(f"top_p must be in (0, 1] (got {top_p!r}).")
+
+    def with_settings(self, values: Mapping[str, object], spec: Checkpoint | None = None) -> "RunConfig":
+        """This config with `values` (setting name: value, from a page, an API call, a command line or a job), each
+        checked against the table; the one place a value from outside becomes part of a run."""
+        parts: dict[str, dict[str, object]] = {}
+        for name, value in values.items():
+            setting = setting_named(name)
+            parts.setdefault(setting.part, {})[name] = setting.check(value, spec)
+        config = replace(self, **parts.pop("run", {}))
+        return replace(config, **{part: replace(getattr(config, part), **changes) for part, changes in parts.items()})
+
+
+# ------------------------------------------------------------------------------------------------ the settings table
+
+PAGE, CLI, BATCH = "page", "cli", "batch"  # where a setting can be given (the page's API takes what the page does)
+EVERYWHERE = frozenset({PAGE, CLI, BATCH})
+K_MAX = "num_memory_tokens"  # a maximum that is the checkpoint's memory tokens per segment
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting a person chooses: the RunConfig part that holds it, its type and range, and how it is named and
+    explained wherever it is offered. Its default is the dataclass field's (the budget's: the checkpoint's)."""
+
+    name: str  # the field, API parameter and job key; the CLI flag is --name-with-dashes
+    part: str  # "sampling", "allocation" or "generation", or "run" for RunConfig's own fields
+    kind: type  # int, float, str or bool
+    label: str
+    help: str
+    minimum: float | None = None
+    maximum: float | str | None = None  # K_MAX: the checkpoint's memory tokens per segment
+    step: float = 1
+    unit: str = ""
+    choices: Mapping[str, str] | None = None  # value: label
+    surfaces: frozenset[str] = EVERYWHERE
+    checkpoint_default: str | None = None  # the Checkpoint attribute that is the default where the config has None
+
+    def value_in(self, config: RunConfig) -> object:
+        return getattr(config if self.part == "run" else getattr(config, self.part), self.name)
+
+    def default(self, spec: Checkpoint | None = None) -> object:
+        """The library's default (with `spec`: the checkpoint's where it has one, and within this checkpoint's
+        range); None where only a checkpoint can say."""
+        value = self.value_in(RunConfig())
+        if value is None and self.checkpoint_default is not None and spec is not None:
+            value = getattr(spec, self.checkpoint_default)
+        if self.choices is None and self.kind in (int, float) and value is not None:
+            low, high = self.bounds(spec)
+            value = min(max(value, low), high)
+        return value
+
+    def bounds(self, spec: Checkpoint | None = None) -> tuple[float, float]:
+        """(minimum, maximum); a maximum named after a Checkpoint attribute is unbounded without `spec`."""
+        maximum = self.maximum
+        if isinstance(maximum, str):
+            maximum = getattr(spec, maximum) if spec is not None else math.inf
+        return self.minimum, maximum
+
+    def describe(self, spec: Checkpoint | None = None) -> str:
+        """The help text with the range and the default, e.g. for a command line's --help."""
+        if self.choices is not None:
+            allowed = "one of " + ", ".join(self.choices)
+        elif self.kind is bool:
+            allowed = "a switch"
+        else:
+            low, high = self.bounds(spec)
+            allowed = f"{low:g}-{'k_max' if self.maximum == K_MAX and spec is None else format(high, 'g')}" + \
+                (f" {self.unit}" if self.unit else "")
+        default = self.default(spec)
+        shown = "the checkpoint's" if default is None else str(default).lower() if self.kind is bool else default
+        return f"{self.help} ({allowed}; default {shown})"
+
+    def check(self, value: object, spec: Checkpoint | None = None, exact: bool = False) -> object:
+        """`value` if it is one this setting takes (whole numbers as int, numbers as float), else an InputError that
+        names the setting and what it takes. Every way into a run checks here, so each mistake has one message.
+        `exact`: a whole-number setting must hold an int already (a config built in code is not converted)."""
+        if value is None and self.checkpoint_default is not None:
+            return None  # the checkpoint's
+        if self.choices is not None:
+            if not isinstance(value, str) or value not in self.choices:
+                raise InputError(f"{self.label} must be one of {', '.join(self.choices)} (got {_shown(value)}).")
+            return value
+        if self.kind is bool:
+            if not isinstance(value, bool):
+                raise InputError(f"{self.label} must be true or false (got {_shown(value)}).")
+            return value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InputError(f"{self.label} must be a number (got {_shown(value)}).")
+        if not math.isfinite(value):
+            raise InputError(f"{self.label} must be a finite number (got {_shown(value)}).")
+        if self.kind is int and not (isinstance(value, int) if exact else float(value).is_integer()):
+            raise InputError(f"{self.label} must be a whole number (got {_shown(value)}).")
+        low, high = self.bounds(spec)
+        if not low <= value <= high:
+            side = f"less than minimum {low:g}" if value < low else f"greater than maximum {high:g}"
+            raise InputError(f"{self.label} {value:g} is {side} (allowed range {low:g}–{high:g}).")
+        return int(value) if self.kind is int else float(value)
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("max_frames", "sampling", int, "Max sampled frames", "2 frames per second up to this cap", 1, 2048,
+            unit="frames"),
+    Setting("budget", "allocation", int, "Visual token budget", "memory tokens shared by all segments", 1, 65536,
+            unit="tokens", checkpoint_default="visual_token_budget"),
+    Setting("k_min", "allocation", int, "k_min", "tokens every segment keeps", 1, K_MAX, unit="tokens"),
+    Setting("strategy", "allocation", str, "Allocation strategy", "how the budget is shared between segments",
+            choices=STRATEGIES),
+    Setting("truncation", "allocation", str, "Intra-segment reduction",
+            "which of a segment's memory tokens it keeps", choices=TRUNCATIONS),
+    Setting("temperature", "generation", float, "Temperature", "0 = greedy", 0, 2, step=0.05),
+    Setting("max_new_tokens", "generation", int, "Max new tokens", "the longest answer, in tokens", 1, 2048,
+            unit="tokens"),
+    Setting("fast_seek", "sampling", bool, "Fast seek",
+            "decode key frames only: an hour in seconds, but not the released sampling", surfaces=frozenset({CLI, BATCH})),
+    Setting("micro_batch", "run", int, "Micro-batch", "segments per compressor forward pass", 1, 64,
+            unit="segments", surfaces=frozenset({CLI})),
+)
+
+
+def settings(surface: str | None = None) -> tuple[Setting, ...]:
+    """The table, or the settings offered on one surface (PAGE, CLI, BATCH), in table order."""
+    return tuple(s for s in SETTINGS if surface is None or surface in s.surfaces)
+
+
+def setting_named(name: str) -> Setting:
+    for setting in SETTINGS:
+        if setting.name == name:
+            return setting
+    raise InputError(f"There is no setting {name!r}; the settings are {', '.join(s.name for s in SETTINGS)}.")

@@ -1,10 +1,11 @@
 """Check this implementation against fixtures recorded from the released Tempo code.
 
-    python -m tempo.conformance [DIR]
+    python -m tempo.conformance DIR
 
-DIR (default: the repository's tests/fixtures/conformance) is laid out like that set (README.md, tempo/, base/<name>/, videos/, cases/, pixels/,
-ata_vectors.json). Every case and every ATA vector is compared with the recorded values; one line is printed
-per case and quantity with its largest deviation, and the exit status is 1 if anything does not match.
+DIR is a fixture set laid out like the repository's tests/fixtures/conformance (README.md, tempo/, base/<name>/,
+videos/, cases/, pixels/, ata_vectors.json). Every case and every ATA vector is compared with the recorded values;
+one line is printed per case and quantity with its largest deviation, and the exit status is 1 if anything does
+not match.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import os
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -29,9 +29,9 @@ from .config import AllocationConfig, GenerationConfig, RunConfig, SamplingConfi
 from .errors import InputError
 from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed
 from .model import TempoModel, from_pretrained
-from .patches import normalize
+from .video.patches import normalize
 from .pipeline import StageTimer, compress_batch, encode_segments, prepare_segments, run
-from .prompts import decoder_prompt_ids, segment_prompt_ids, time_tag
+from .model.prompts import decoder_prompt_ids, segment_prompt_ids, time_tag
 from .video import open_video, uniform_plan
 
 # The README's suggested tolerances (25-34x the spread seen between correct float32 implementations).
@@ -41,7 +41,6 @@ BLOCK_SUM_RTOL = 1e-4
 MARKUP = ("<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|vision_start|>", "<|vision_end|>", "<|video_pad|>",
           "<|image_pad|>", "<image>")
 IMAGE_TOKEN_INDEX = -200
-DEFAULT_FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "conformance"
 
 
 @dataclass
@@ -237,9 +236,8 @@ def check_case(directory: str, name: str, model: TempoModel, report: Report) -> 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tempo.conformance", description=__doc__.splitlines()[0])
-    parser.add_argument("directory", nargs="?", default=str(DEFAULT_FIXTURES),
-                        help="fixture directory (README.md, tempo/, base/, videos/, cases/, ...; "
-                             "default: the repository's tests/fixtures/conformance)")
+    parser.add_argument("directory", help="fixture directory (README.md, tempo/, base/, videos/, cases/, ...), e.g. "
+                                          "a clone's tests/fixtures/conformance")
     parser.add_argument("--case", action="append", help="run only these cases (repeatable)")
     args = parser.parse_args(argv)
     directory = args.directory

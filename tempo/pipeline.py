@@ -1,4 +1,9 @@
-"""Video + question -> events: probe, compress segment by segment, allocate the budget, stream the answer."""
+"""Video + question -> events: probe, compress segment by segment, allocate the budget, stream the answer.
+
+`run` strings the stages together; each stage is a function of its own: `open_source` (the file, its limits, the
+cache), `compress` (segments through the vision tower and the compressor, or replayed from the cache),
+`allocate_tokens` and `respond` (the budget and the answer).
+"""
 
 from __future__ import annotations
 
@@ -6,26 +11,25 @@ import contextlib
 import os
 import time
 from collections import OrderedDict, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
-from typing import Generator, Iterable, Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 import torch
 
 from .allocation import allocate, check_budget
-from .cache import Compression, EncodedSegment, VideoCache, VideoEntry, default_cache
-from .config import RunConfig, SamplingConfig
+from .cache import Compression, EncodedSegment, VideoCache, VideoEntry, VideoKey, default_cache
+from .config import Limits, RunConfig, SamplingConfig
 from .errors import InputError, ResourceError, TempoError
-from .events import (AllocationDone, AnswerToken, Event, Finished, SegmentCompressed, SegmentSummary,
-                     VideoProbed)
+from .events import AllocationDone, AnswerToken, Event, Finished, SegmentCompressed, SegmentSummary, VideoProbed
 from .model import TempoModel
-from .patches import PatchGeometry, fit_long_edge, model_frames, normalize, patchify
-from .prompts import segment_prompt_ids
-from .stream import segment_stream
-from .resample import resize
+from .model.prompts import segment_prompt_ids
 from .video import (FrameReader, SamplingPlan, decode_workers, is_long, long_edge_size, open_sparse, open_video,
                     plan_sampling)
+from .video.patches import PatchGeometry, fit_long_edge, model_frames, normalize, patchify
+from .video.resample import resize
+from .video.stream import segment_stream
 
 THUMBNAIL_EDGE = 320
 
@@ -72,14 +76,6 @@ def _length(seconds: float) -> str:
     if seconds >= 7200:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 60:.1f} min" if seconds >= 120 else f"{seconds:.0f} s"
-
-
-def check_allocation(num_segments: int, k_max: int, budget: int, config: RunConfig) -> None:
-    """Fail before any compression if the allocation settings cannot work for this many segments."""
-    allocation = config.allocation
-    if allocation.k_min > k_max:
-        raise InputError(f"k_min ({allocation.k_min}) cannot exceed the {k_max} memory tokens a segment has.")
-    check_budget(num_segments, budget, allocation.strategy, config.sampling.segment_frames)
 
 
 def effective_budget(model: TempoModel, config: RunConfig) -> int:
@@ -161,13 +157,14 @@ def compress_batch(model: TempoModel, batch: list[EncodedSegment], question: str
 
 @dataclass
 class CompressedVideo:
-    """One (video, question) after the compressor: all the decoder side needs, reusable across allocations."""
+    """One (video, question) after the compressor: all the decoder side needs, reusable across allocations. The
+    stages fill it in: `compress_video` the video and plan, `compress_segments` memories and relevance."""
 
-    video: VideoProbed
-    plan: SamplingPlan
     question: str
-    memories: list[torch.Tensor]  # [k_max, d_s] per segment
-    relevance: list[float]
+    video: VideoProbed | None = None
+    plan: SamplingPlan | None = None
+    memories: list[torch.Tensor] = field(default_factory=list)  # [k_max, d_s] per segment
+    relevance: list[float] = field(default_factory=list)
 
 
 def probe(reader: FrameReader, sampling: SamplingConfig) -> tuple[VideoProbed, SamplingPlan]:
@@ -179,73 +176,115 @@ def probe(reader: FrameReader, sampling: SamplingConfig) -> tuple[VideoProbed, S
     return probed, plan
 
 
-def compress(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig, timer: StageTimer,
-             cache: VideoCache | None = None) -> Generator[Event, None, CompressedVideo]:
-    """Probe and compress segment by segment, yielding `VideoProbed` then one `SegmentCompressed` each.
+@dataclass
+class Source:
+    """Where a run's segments come from: the video's cache entry, or a reader that has only probed the file."""
 
-    The question-independent work (decoding, pixels, vision tower) is kept in `cache` (default: one cache per
-    model), so another question about the same file only reruns the compressor's language model, and the same
-    question again (other allocation settings) reruns nothing before the allocation.
-    """
-    cache = default_cache(model) if cache is None else cache
-    sampling = config.sampling
-    reader, batches = None, None
+    key: VideoKey | None  # None: the file cannot be cached (not a regular file)
+    probed: VideoProbed
+    plan: SamplingPlan
+    cached: VideoEntry | None
+    reader: FrameReader | None  # handed to the decoding workers by `compress`, closed by `close` otherwise
+
+    def close(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
+
+
+def open_source(video: str | os.PathLike, config: RunConfig, cache: VideoCache, timer: StageTimer) -> Source:
+    """The file checked against the limits, then found in the cache or opened and probed; nothing is decoded."""
+    limits, sampling = config.limits, config.sampling
+    with timer.stage("open"):
+        if os.path.isfile(video) and os.path.getsize(video) > limits.max_upload_bytes:
+            raise InputError(f"The file is {os.path.getsize(video) / 2**20:,.1f} MB; this server accepts up "
+                             f"to {limits.max_upload_bytes / 2**20:,.1f} MB.")
+        key = cache.key(video, sampling) if os.path.isfile(video) else None
+        cached = cache.get(key) if key else None
+        if cached is not None:
+            return Source(key, cached.probed, cached.plan, cached, None)
+        reader = open_video(video, keyframes_only=sampling.fast_seek, long_edge=sampling.long_edge)
+        try:
+            probed, plan = probe(reader, sampling)
+        except BaseException:
+            reader.close()
+            raise
+        return Source(key, probed, plan, None, reader)
+
+
+def check_duration(probed: VideoProbed, limits: Limits) -> None:
+    if probed.duration > limits.max_duration_s:
+        raise InputError(f"The video lasts {_length(probed.duration)}; this server accepts up to "
+                         f"{_length(limits.max_duration_s)}.")
+
+
+def compress_video(model: TempoModel, video: str | os.PathLike, config: RunConfig, cache: VideoCache,
+                   timer: StageTimer, into: CompressedVideo) -> Iterator[Event]:
+    """`video` opened, checked and compressed for `into.question`: `VideoProbed`, then one `SegmentCompressed` per
+    segment, with the result in `into`. Every refusal comes before the first segment is decoded."""
+    source = open_source(video, config, cache, timer)
     try:
-        with timer.stage("open"):
-            if os.path.isfile(video) and os.path.getsize(video) > config.limits.max_upload_bytes:
-                raise InputError(f"The file is {os.path.getsize(video) / 2**20:,.1f} MB; this server accepts up "
-                                 f"to {config.limits.max_upload_bytes / 2**20:,.1f} MB.")
-            key = cache.key(video, sampling) if os.path.isfile(video) else None
-            cached = cache.get(key) if key else None
-            if cached is None:
-                reader = open_video(video, keyframes_only=sampling.fast_seek, long_edge=sampling.long_edge)
-                probed, plan = probe(reader, sampling)
-            else:
-                probed, plan = cached.probed, cached.plan
-        if probed.duration > config.limits.max_duration_s:
-            raise InputError(f"The video lasts {_length(probed.duration)}; this server accepts up to "
-                             f"{_length(config.limits.max_duration_s)}.")
-        yield probed
-        check_allocation(probed.num_segments, model.spec.num_memory_tokens, effective_budget(model, config), config)
+        check_duration(source.probed, config.limits)
+        into.video, into.plan = source.probed, source.plan
+        yield source.probed
+        check_budget(source.probed.num_segments, effective_budget(model, config), config.allocation.strategy,
+                     config.sampling.segment_frames)
+        yield from compress_segments(model, source, into.question, config, timer, cache, into)
+    finally:
+        source.close()
 
-        known = cache.compression(key, question) if cached is not None else None
-        if known is not None:  # this question was asked before: only the allocation can differ
-            for segment, score in zip(cached.segments, known.relevance):
-                yield SegmentCompressed(segment.index, probed.num_segments, *plan.span(segment.index), score,
-                                        segment.thumbnail)
-            return CompressedVideo(probed, plan, question, list(known.memories), list(known.relevance))
 
-        if cached is None:
-            segments = prepare_segments(video, reader, plan, sampling, model.geometry, timer)
-            reader = None  # the first decoding worker owns it now
-            batches = encode_segments(model, segments, config.micro_batch, timer)
-        else:
-            batches = micro_batches(cached.segments, config.micro_batch)
-
-        compressed = CompressedVideo(probed, plan, question, [], [])
-        encoded: list[EncodedSegment] | None = [] if cached is None and key is not None else None
+def compress_segments(model: TempoModel, source: Source, question: str, config: RunConfig, timer: StageTimer,
+             cache: VideoCache, into: CompressedVideo) -> Iterator[SegmentCompressed]:
+    """Every segment through the compressor (memories and relevance appended to `into`), one `SegmentCompressed`
+    each. The question-independent work (decoding, pixels, vision tower) comes from `cache` when the video was
+    seen and is kept there otherwise; the same question again replays its compression."""
+    known = cache.compression(source.key, question) if source.cached is not None else None
+    if known is not None:  # this question was asked before: only the allocation can differ
+        into.memories += known.memories
+        into.relevance += known.relevance
+        for segment, score in zip(source.cached.segments, known.relevance):
+            yield _compressed_event(source, segment, score)
+        return
+    if source.cached is None:
+        segments = prepare_segments(source.probed.path, source.reader, source.plan, config.sampling, model.geometry,
+                                    timer)
+        source.reader = None  # the first decoding worker owns it now
+        batches = encode_segments(model, segments, config.micro_batch, timer)
+    else:
+        batches = micro_batches(source.cached.segments, config.micro_batch)
+    encoded: list[EncodedSegment] | None = [] if source.cached is None and source.key is not None else None
+    try:
         for batch in batches:
-            memories, relevance = compress_batch(model, batch, question, plan, timer)
+            memories, relevance = compress_batch(model, batch, question, source.plan, timer)
             for segment, memory, score in zip(batch, memories, relevance):
-                start, end = plan.span(segment.index)
-                compressed.memories.append(memory)
-                compressed.relevance.append(score)
-                yield SegmentCompressed(segment.index, probed.num_segments, start, end, score, segment.thumbnail)
+                into.memories.append(memory)
+                into.relevance.append(score)
+                yield _compressed_event(source, segment, score)
             if encoded is not None:  # kept for the cache only while it could still fit there
                 encoded += batch
                 if sum(s.nbytes for s in encoded) > cache.max_bytes:
                     encoded = None
     finally:
-        if reader is not None:
-            reader.close()
-        if batches is not None and hasattr(batches, "close"):
+        if hasattr(batches, "close"):
             batches.close()  # stops the decoding workers if we leave early
-    compression = Compression(list(compressed.memories), list(compressed.relevance))
+    compression = Compression(list(into.memories), list(into.relevance))
     if encoded is not None:
-        cache.put(key, VideoEntry(probed, plan, encoded, OrderedDict({question: compression})))
-    elif cached is not None:
-        cache.remember(key, question, compression)
-    return compressed
+        cache.put(source.key, VideoEntry(source.probed, source.plan, encoded, OrderedDict({question: compression})))
+    elif source.cached is not None:
+        cache.remember(source.key, question, compression)
+
+
+def _compressed_event(source: Source, segment: EncodedSegment, score: float) -> SegmentCompressed:
+    return SegmentCompressed(segment.index, source.probed.num_segments, *source.plan.span(segment.index), score,
+                             segment.thumbnail)
+
+
+def allocate_tokens(model: TempoModel, relevance: list[float], config: RunConfig) -> list[int]:
+    """Memory tokens kept per segment under `config`'s allocation settings (and budget, or the checkpoint's)."""
+    allocation = config.allocation
+    return allocate(relevance, effective_budget(model, config), allocation.k_min, model.spec.num_memory_tokens,
+                    allocation.strategy, allocation.seed)
 
 
 def respond(model: TempoModel, compressed: CompressedVideo, config: RunConfig,
@@ -254,8 +293,7 @@ def respond(model: TempoModel, compressed: CompressedVideo, config: RunConfig,
     `AnswerToken`s, then `Finished`."""
     allocation, k_max, budget = config.allocation, model.spec.num_memory_tokens, effective_budget(model, config)
     with timer.stage("allocate"), torch.inference_mode():
-        tokens = allocate(compressed.relevance, budget, allocation.k_min, k_max, allocation.strategy,
-                          allocation.seed)
+        tokens = allocate_tokens(model, compressed.relevance, config)
         embeds, cut = model.decoder_inputs(compressed.memories, tokens, allocation.truncation, compressed.question,
                                            compressed.plan.tag_times(),
                                            config.context_length or model.spec.context_length)
@@ -298,13 +336,19 @@ def run(model: TempoModel, video: str | os.PathLike, question: str, config: RunC
     """Answer `question` about `video`, yielding progress events; the last one is `Finished`.
 
     `cache` keeps the question-independent work for follow-up questions (default: one cache per model)."""
-    config = config or RunConfig()
-    config.validate()
-    question = check_question(question, config.limits.max_question_chars)
-    timer = StageTimer()
+    config, question = checked(model, question, config)
+    cache = default_cache(model) if cache is None else cache
+    timer, compressed = StageTimer(), CompressedVideo(question)
     with out_of_memory_as_error():
-        compressed = yield from compress(model, video, question, config, timer, cache)
+        yield from compress_video(model, video, config, cache, timer, compressed)
         yield from respond(model, compressed, config, timer)
+
+
+def checked(model: TempoModel, question: str, config: RunConfig | None) -> tuple[RunConfig, str]:
+    """The run's config (default: the library's) and question, both refused early with a message if unusable."""
+    config = config or RunConfig()
+    config.validate(model.spec)
+    return config, check_question(question, config.limits.max_question_chars)
 
 
 def answer(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig | None = None,

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 import socket
-import sys
 from pathlib import Path
 from typing import Iterator
+
+from demo.launch import serve as launch
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,14 +28,10 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(model) -> Iterator[str]:
-    """Build app.py's demo around `model`, serve it on 127.0.0.1, yield its URL, close it afterwards."""
-    sys.path.insert(0, str(ROOT))
-    try:
-        app = importlib.import_module("app")
-    finally:
-        sys.path.remove(str(ROOT))
-    demo = app.serve(model, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
+def serve(model, limits=None) -> Iterator[str]:
+    """The demo around `model` (and `limits`, else the environment's) on 127.0.0.1: its URL, closed afterwards."""
+    demo = launch(model, limits, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
+                  quiet=True)
     try:
         yield demo.local_url.rstrip("/")
     finally:

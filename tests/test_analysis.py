@@ -12,8 +12,10 @@ from dataclasses import replace
 import pytest
 
 import tempo
-from tempo import analysis, batch, cli, share
-from tempo.report import NO_ANSWER, key_frames
+from tempo import analysis, batch, cli
+from tempo.render import report as share
+from tempo.render.progress import RunProgress
+from tempo.render.text import NO_ANSWER
 
 QUESTION = "How many bikes pass the camera?"
 
@@ -117,7 +119,7 @@ def test_a_batch_answers_every_job_records_failures_and_resumes(fixtures, tmp_pa
     by_id = {line["id"]: line for line in lines}
     assert by_id["broken"] == {"id": "broken", "error": "broken.mp4 is not a readable video (unknown format or "
                                                         "damaged file)."}
-    assert by_id["bad-budget"]["error"] == "budget must be a whole number (got 'lots')."
+    assert by_id["bad-budget"]["error"] == "Visual token budget must be a number (got 'lots')."
     assert set(by_id["line 5"]) == {"id", "error"}
     assert by_id["count"]["family"] == "counting" and by_id["count"]["answer"]
     assert by_id["uniform"]["settings"]["strategy"] == "uniform" and by_id["uniform"]["budget"] == 30
@@ -179,9 +181,9 @@ def test_the_filmstrip_colours_follow_the_tokens():
 def test_the_report_marks_an_examples_expected_answer(fixture_model, bikes):
     result = tempo.answer(fixture_model, bikes, QUESTION, config())
     truth = share.Truth("3", ((1.0, 2.0),), False)
-    text = share.html_report(replace(result, answer="two"), QUESTION, key_frames(result.segments, []),
-                             model="test", truth=truth)
+    text = share.html_report(RunProgress(finished=replace(result, answer="two")), QUESTION, model="test",
+                             truth=truth)
     assert "Expected: 3 · the answer is wrong" in text
     assert "<div class='answer'>two</div>" in text
-    silent = share.html_report(replace(result, answer=" "), QUESTION, [], model="test")
+    silent = share.html_report(RunProgress(finished=replace(result, answer=" ")), QUESTION, model="test")
     assert f"<div class='answer'>{html.escape(NO_ANSWER)}</div>" in silent

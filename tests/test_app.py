@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import glob
+import io
+import json
 import os
 import tempfile
 
@@ -12,7 +14,8 @@ from gradio_client.exceptions import AppError
 
 from appserver import load_app_model, serve
 
-from tempo import report
+from tempo import cli
+from tempo.render import text
 
 QUESTION = "What shapes move across the screen?"
 FAST = dict(max_new_tokens=8)  # the answers of the test model are gibberish; a few tokens prove streaming works
@@ -32,7 +35,6 @@ def video(fixtures):
 @pytest.fixture(scope="module")
 def example():
     """The first shipped example: a 2.5-minute synthetic video and a question Tempo-Tiny knows how to answer."""
-    import json
     from pathlib import Path
 
     examples = Path(__file__).resolve().parent.parent / "examples"
@@ -132,8 +134,8 @@ def test_compare_reallocates_one_compression(client, example):
 
 def test_compare_names_a_bad_other_setting(client, example):
     video, question = example
-    with pytest.raises(AppError, match="Visual token budget 5 is less than minimum 64"):
-        client.predict(video, question, other_strategy="uniform", other_budget=5, other_k_min=4,
+    with pytest.raises(AppError, match="Visual token budget 0 is less than minimum 1"):
+        client.predict(video, question, other_strategy="uniform", other_budget=0, other_k_min=4,
                        other_truncation="head", api_name="/compare")
 
 
@@ -173,5 +175,27 @@ def test_ui_endpoint_reports_errors_in_the_status_too(client, tmp_path):
 
 
 def test_an_empty_answer_is_shown_as_such():
-    assert report.answer_text("yellow") == "yellow"
-    assert report.answer_text(" \n") == report.NO_ANSWER and "no answer" in report.NO_ANSWER
+    assert text.answer_text("yellow") == "yellow"
+    assert text.answer_text(" \n") == text.NO_ANSWER and "no answer" in text.NO_ANSWER
+
+
+def test_one_bad_value_gets_one_message_through_the_page_the_api_the_cli_and_a_batch(client, example, tmp_path):
+    """Temperature 9, through each way in: the page's own handler (/analyze), the API (/answer), the command line
+    and a batch job. The settings table checks it everywhere, so the message is the same."""
+    video, question = example
+    path = video["path"]
+    messages = []
+    for call in (lambda: client.predict(video, question, 1024, 1024, 4, "ata", "head", 9, 8, False,
+                                        api_name="/analyze"),
+                 lambda: client.predict(video, question, temperature=9, api_name="/answer")):
+        with pytest.raises(AppError) as error:
+            call()
+        messages.append(str(error.value))
+    out, err = io.StringIO(), io.StringIO()
+    assert cli.main(["infer", "--video", path, "--query", question, "--temperature", "9"], out=out, err=err) == 2
+    messages.append(err.getvalue().strip().removeprefix("error: "))
+    jobs, results = tmp_path / "jobs.jsonl", tmp_path / "results.jsonl"
+    jobs.write_text(json.dumps({"id": "hot", "video": path, "question": question, "temperature": 9}) + "\n")
+    assert cli.main(["batch", "--input", str(jobs), "--output", str(results)], out=out, err=io.StringIO()) == 1
+    messages.append(json.loads(results.read_text())["error"])
+    assert messages == ["Temperature 9 is greater than maximum 2 (allowed range 0–2)."] * 4

@@ -146,7 +146,7 @@ def test_an_example_shows_its_evidence_and_expected_answer(analysed):
 
 
 def test_the_filmstrip_has_a_thumbnail_per_segment_bordered_by_its_tokens(analysed):
-    from tempo.share import token_colour
+    from tempo.render.report import token_colour
 
     page, _ = analysed
     bars = next(trace for trace in plot_data(page, "#tempo-timeline") if trace["type"] == "bar")

@@ -21,7 +21,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 import tempo
-from tempo import loading
+from tempo.model import loading
 from tempo.errors import ModelError
 from tests.conftest import ROOT
 
@@ -265,8 +265,8 @@ def test_a_server_ignoring_ranges_is_refused_before_a_big_download(big_weights, 
 # ------------------------------------------------------------------------------------------------ slow on a CPU
 
 def test_a_big_model_on_a_cpu_says_how_slow_it_will_be(fixtures, monkeypatch, caplog):
-    monkeypatch.setattr(tempo.model, "cpu_gflops", lambda: 0.001)  # a CPU so slow that even this model is big
-    monkeypatch.setattr(tempo.model, "FASTEST_CPU_GFLOPS", 0.001)
+    monkeypatch.setattr(tempo.model.modeling, "cpu_gflops", lambda: 0.001)  # a CPU so slow that even this model is big
+    monkeypatch.setattr(tempo.model.modeling, "FASTEST_CPU_GFLOPS", 0.001)
     with caplog.at_level(logging.WARNING, logger="tempo.model"):
         tempo.from_pretrained(fixtures / "tempo", base=fixtures / BASE, device="cpu")
     warning, = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -278,7 +278,7 @@ def test_a_small_model_loads_without_measuring_the_cpu(fixtures, monkeypatch, ca
     def no_measuring():
         raise AssertionError("the CPU was measured for a model that cannot be slow")
 
-    monkeypatch.setattr(tempo.model, "cpu_gflops", no_measuring)
+    monkeypatch.setattr(tempo.model.modeling, "cpu_gflops", no_measuring)
     with caplog.at_level(logging.WARNING, logger="tempo.model"):
         tempo.from_pretrained(fixtures / "tempo", base=fixtures / BASE, device="cpu")
     assert not [r for r in caplog.records if r.levelno == logging.WARNING]

@@ -52,9 +52,9 @@ def test_fast_seek_samples_key_frames_only(fixtures, model_args, tmp_path):
     ("README", "What happens?", [], "not a readable video"),
     ("bikes", "   ", [], "type a question"),
     ("bikes", "What happens?", ["--budget", "2"], "cannot keep even one token"),
-    ("bikes", "What happens?", ["--budget", "-5"], "budget must be a whole number"),
+    ("bikes", "What happens?", ["--budget", "-5"], "Visual token budget -5 is less than minimum 1"),
     ("bikes", "What happens?", ["--temperature", "nan"], "Temperature"),
-    ("bikes", "What happens?", ["--max-frames", "0"], "max_frames"),
+    ("bikes", "What happens?", ["--max-frames", "0"], "Max sampled frames 0 is less than minimum 1"),
 ])
 def test_bad_input_is_one_clear_line(fixtures, model_args, tmp_path, video, query, extra, message):
     paths = {"bikes": str(fixtures / "videos" / "bikes.mp4"), "missing.mp4": str(tmp_path / "missing.mp4")}

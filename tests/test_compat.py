@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.conftest import ROOT
 
-SOURCES = ["app.py", "tempo", "tests", "benchmarks", "examples"]
+SOURCES = ["app.py", "demo", "tempo", "tests", "benchmarks", "examples"]
 
 
 def vermin(*paths: str) -> subprocess.CompletedProcess:

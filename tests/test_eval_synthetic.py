@@ -6,7 +6,7 @@ import pytest
 
 import numpy as np
 
-from tempo.eval_synthetic import SWEEP_FRACTIONS, STRATEGIES, evaluate, format_table, main, paired_bootstrap
+from tempo.train.evaluate import SWEEP_FRACTIONS, STRATEGIES, evaluate, format_table, main, paired_bootstrap
 from tempo.synthetic import FAMILIES
 
 

@@ -10,7 +10,8 @@ import shutil
 
 import pytest
 
-from tempo import cli, figures
+from tempo import cli
+from tempo.render import figures
 
 
 def result(job_id: str, tokens: list[int], budget: int, family: str | None = None, k_max: int = 8,

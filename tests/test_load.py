@@ -9,7 +9,6 @@ error, or the frame reader fails part-way through a video; the next request must
 from __future__ import annotations
 
 import contextlib
-import importlib
 import io
 import math
 import os
@@ -27,6 +26,8 @@ from gradio_client.exceptions import AppError
 from gradio_client.utils import QueueError
 
 from appserver import ROOT, free_port, load_app_model, serve
+from demo import layout
+from demo.launch import serve as launch
 from tempo import cli, pipeline
 from tempo.video import DecordReader
 
@@ -143,17 +144,11 @@ def test_concurrent_clients_get_their_own_answers_and_memory_stays_flat(server_p
 
 @contextlib.contextmanager
 def serve_small_queue(model, size: int):
-    sys.path.insert(0, str(ROOT))
+    saved, layout.QUEUE_SIZE = layout.QUEUE_SIZE, size
     try:
-        app = importlib.import_module("app")
+        demo = launch(model, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
     finally:
-        sys.path.remove(str(ROOT))
-    saved, app.QUEUE_SIZE = app.QUEUE_SIZE, size
-    try:
-        demo = app.serve(model, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
-                         quiet=True)
-    finally:
-        app.QUEUE_SIZE = saved
+        layout.QUEUE_SIZE = saved
     try:
         yield demo.local_url.rstrip("/")
     finally:
@@ -262,13 +257,13 @@ def test_cli_fault_mid_request_is_one_error_line(fixtures, hostile_media, monkey
 if __name__ == "__main__":  # the load test's server: python tests/test_load.py FIXTURES; stops when stdin closes
     from pathlib import Path
 
-    import app  # on PYTHONPATH (server_process)
+    from demo import server  # on PYTHONPATH (server_process)
 
     model = load_app_model(Path(sys.argv[1]))
     # Each upload of the same video is a new file to the per-video cache (its mtime changes), so with the default
     # 2 GiB bound the cache would grow by one entry per request for a long time. A small bound fills during the
     # warm-up, so the memory check measures the steady state, cache included.
-    app.CACHE_BYTES = CACHE_BYTES
+    server.CACHE_BYTES = CACHE_BYTES
     with serve(model) as url:
         print(url, flush=True)
         sys.stdin.read()

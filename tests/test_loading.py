@@ -10,7 +10,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 import tempo
-from tempo import loading
+from tempo.model import loading
 from tempo.errors import ModelError
 
 BASE = "base/tiny-qwen3-vl"

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tempo.errors import VideoError
-from tempo.patches import PatchGeometry, clip_size, model_frames, normalize, patchify, snap_size
+from tempo.video.patches import PatchGeometry, clip_size, model_frames, normalize, patchify, snap_size
 
 GEOMETRY = PatchGeometry()
 

@@ -20,15 +20,15 @@ import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from tempo.allocation import allocate, reduce_memory
-from tempo.config import (STRATEGIES, TRUNCATIONS, AllocationConfig, GenerationConfig, Limits, RunConfig,
-                          SamplingConfig)
+from tempo.allocation import STRATEGIES, TRUNCATIONS, allocate, check_budget, reduce_memory
+from tempo.config import AllocationConfig, GenerationConfig, Limits, RunConfig, SamplingConfig, setting_named
 from tempo.errors import InputError, VideoError
-from tempo.pipeline import check_allocation, check_question
-from tempo.prompts import compressor_prompt_ids, decoder_prompt_ids, frame_group_times, time_tag
-from tempo.stream import segment_stream
-from tempo.tokenizer import TextTokenizer
+from tempo.model import CheckpointSpec
+from tempo.model.prompts import compressor_prompt_ids, decoder_prompt_ids, frame_group_times, time_tag
+from tempo.model.tokenizer import TextTokenizer
+from tempo.pipeline import check_question
 from tempo.video import VideoInfo, keyframe_plan, sample_frame_indices, segment_ranges, uniform_plan
+from tempo.video.stream import segment_stream
 
 FAST = settings(max_examples=150, deadline=None)
 native_fps = st.floats(1e-3, 1e4, allow_nan=False)
@@ -198,15 +198,17 @@ def test_topk_keeps_the_most_relevant_and_adversarial_the_least(scores, k_max, b
        st.sampled_from(tuple(STRATEGIES)))
 def test_budget_check_agrees_with_allocation(segments, k_max, k_min, budget, strategy):
     config = RunConfig(allocation=AllocationConfig(budget=budget, k_min=k_min, strategy=strategy))
+    highest = setting_named("budget").maximum
     try:
-        check_allocation(segments, k_max, budget, config)
+        config.validate(CheckpointSpec("test", num_memory_tokens=k_max))  # the settings, against the checkpoint
+        check_budget(segments, budget, strategy)  # then the budget, against the video
     except InputError as error:
-        assert k_min > k_max or (strategy in ("ata", "uniform") and budget < segments), error
+        assert k_min > k_max or not 1 <= budget <= highest or (strategy in ("ata", "uniform") and budget < segments), \
+            error
         return
-    assert k_min <= k_max
-    if budget >= 1:  # what validation lets through: the allocation then fits
-        tokens = allocate([0.5] * segments, budget, k_min, k_max, strategy)
-        assert strategy == "off" or sum(tokens) <= budget
+    assert k_min <= k_max  # what validation lets through: the allocation then fits
+    tokens = allocate([0.5] * segments, budget, k_min, k_max, strategy)
+    assert strategy == "off" or sum(tokens) <= budget
 
 
 @FAST

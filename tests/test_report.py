@@ -8,7 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from tempo import plots, report
+from tempo.render import export, timeline
+from tempo.render.text import clock
+from tempo.render.progress import RunProgress, key_frames, run_stats
 from tempo.events import AllocationDone, AnswerToken, Finished, SegmentCompressed, SegmentSummary, VideoProbed
 
 PROBED = VideoProbed("v.mp4", 20.0, 25.0, 500, 64, 48, 40, 2.0, 5, "pyav")
@@ -29,7 +31,7 @@ def stream() -> list:
 
 
 def test_progress_follows_the_stream():
-    progress = report.RunProgress()
+    progress = RunProgress()
     assert progress.stage == "opening" and progress.eta() is None
     events = stream()
     for event in events[:3]:
@@ -48,45 +50,45 @@ def test_progress_follows_the_stream():
 
 def test_stats_and_key_frames():
     finished = stream()[-1]
-    stats = report.run_stats(finished)
+    stats = run_stats(finished)
     assert stats["tokens_per_frame"] == pytest.approx(84 / 40)
     assert stats["compression"] == pytest.approx(5 * 32 / 84)
     frames = [frame(i) for i in range(5)]
-    picked = report.key_frames(finished.segments, frames, count=3)
+    picked = key_frames(finished.segments, frames, count=3)
     # The three largest allocations (ties to the more relevant), shown in time order; no zero-token segment.
     assert [int(f[0, 0, 0]) for f, _ in picked] == [1, 2, 3]
     assert picked[0][1] == "00:04–00:08 · 32 tokens"
-    assert len(report.key_frames(finished.segments, frames, count=10)) == 4
+    assert len(key_frames(finished.segments, frames, count=10)) == 4
 
 
 def test_export_writes_json_and_csv(tmp_path):
     finished = stream()[-1]
-    json_path, csv_path = report.export(finished, tmp_path)
+    json_path, csv_path = export.export(finished, tmp_path)
     assert json.loads(json_path.read_text())["segments"][1]["tokens"] == 32
     rows = list(csv.DictReader(csv_path.open()))
-    assert [int(r["tokens"]) for r in rows] == TOKENS and set(rows[0]) == set(report.SEGMENT_FIELDS)
+    assert [int(r["tokens"]) for r in rows] == TOKENS and set(rows[0]) == set(export.SEGMENT_FIELDS)
 
 
 @pytest.mark.parametrize("seconds, text", [(0, "00:00"), (65.4, "01:05"), (3725, "1:02:05")])
 def test_clock(seconds, text):
-    assert report.clock(seconds) == text
+    assert clock(seconds) == text
 
 
 def test_time_ticks_stay_few_and_round():
     for duration in (5, 40, 600, 3 * 3600, 10 * 3600):
-        values, labels = plots.time_ticks(duration)
+        values, labels = timeline.time_ticks(duration)
         assert 2 <= len(values) <= 9 and values[0] == 0 and len(labels) == len(values)
 
 
 def test_figure_while_streaming_and_after_allocation():
     events = stream()
-    streaming = plots.timeline_figure(events[1:3], duration=20.0, num_segments=5)
+    streaming = timeline.timeline_figure(events[1:3], duration=20.0, num_segments=5)
     assert [t.name for t in streaming.data] == ["relevance", "relevance"]  # curve and strip, no bars yet
     assert any("2 / 5" in (a.text or "") for a in streaming.layout.annotations)
-    done = plots.timeline_figure(events[-1].segments, TOKENS, duration=20.0, num_segments=5, budget=100,
+    done = timeline.timeline_figure(events[-1].segments, TOKENS, duration=20.0, num_segments=5, budget=100,
                                  k_min=4, k_max=32)
     bars = next(t for t in done.data if t.type == "bar")
     assert list(bars.y) == TOKENS and "00:04–00:08" in bars.customdata[1][0]
     assert {"k_max 32", "k_min 4", "budget ÷ segments 20"} <= {a.text for a in done.layout.annotations}
     assert done.layout.xaxis.ticktext[-1] == "00:20"
-    assert plots.timeline_figure([]).data == ()
+    assert timeline.timeline_figure([]).data == ()

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from resize_vectors import source
-from tempo import resample
+from tempo.video import resample
 from tests.conftest import ROOT
 
 VECTORS = ROOT / "tests" / "fixtures" / "resize"

@@ -7,9 +7,7 @@ a normal request, and neither it nor the CLI has left files behind.
 
 from __future__ import annotations
 
-import contextlib
 import glob
-import importlib
 import io
 import json
 import os
@@ -26,6 +24,7 @@ from gradio_client.exceptions import AppError
 
 import tempo
 from appserver import ROOT, free_port, load_app_model, serve
+from demo.launch import serve as launch
 from media import MEDIA
 from tempo import cli
 
@@ -41,8 +40,7 @@ class Case:
     question: str = QUESTION
     cli: tuple[str, ...] = ()  # extra CLI options
     api: dict | None = field(default_factory=dict)  # extra /answer arguments; None: see the raw-request tests
-    error: str | None = None  # the one error contains this; None: a result is expected
-    api_error: str | None = None  # the app's message where it differs (its sliders have the UI's ranges)
+    error: str | None = None  # the one error contains this, from the CLI and the app alike; None: a result
     segments: int | None = None  # for a result: how many segments and sampled frames
     frames: int | None = None
 
@@ -90,49 +88,41 @@ CASES = [
     Case("emoji", "two_seconds.mp4", question="How many 🚲 pass? 👨‍👩‍👧‍👦🏳️‍🌈",
          segments=1, frames=4),
     Case("control-chars", "two_seconds.mp4", question="\x00\x1b[2J\u202eWhat\ufeff happens?\x7f", segments=1, frames=4),
-    # settings
+    # settings: one message for each mistake, whether it comes through the command line or the API
     Case("budget-0", "two_seconds.mp4", cli=("--budget", "0"), api={"budget": 0},
-         error="budget must be a whole number >= 1 (got 0)",
-         api_error="Visual token budget 0 is less than minimum 64 (allowed range 64–16384)."),
+         error="Visual token budget 0 is less than minimum 1 (allowed range 1–65536)."),
     Case("budget-negative", "two_seconds.mp4", cli=("--budget", "-5"), api={"budget": -5},
-         error="budget must be a whole number >= 1 (got -5)",
-         api_error="Visual token budget -5 is less than minimum 64 (allowed range 64–16384)."),
+         error="Visual token budget -5 is less than minimum 1 (allowed range 1–65536)."),
     Case("budget-nan", "two_seconds.mp4", cli=("--budget", "nan"), api=None,
-         error="argument --budget: invalid int value: 'nan'"),
+         error="Visual token budget must be a finite number (got nan)."),
     Case("budget-fraction", "two_seconds.mp4", cli=("--budget", "100.5"), api={"budget": 100.5},
-         error="argument --budget: invalid int value: '100.5'",
-         api_error="The budget must be a whole number (got 100.5)"),
+         error="Visual token budget must be a whole number (got 100.5)."),
     Case("budget-text", "two_seconds.mp4", cli=("--budget", "lots"), api={"budget": "lots"},
-         error="argument --budget: invalid int value: 'lots'",
-         api_error="Visual token budget must be a number (got 'lots')"),
+         error="Visual token budget must be a number (got 'lots')."),
     Case("budget-below-segments", "five_minutes.mp4", cli=("--budget", "64"), api={"budget": 64},
          error=NO_SEGMENT_ROOM),
-    Case("max-frames-beyond-video", "two_seconds.mp4", cli=("--max-frames", "100000"), api={"max_frames": 2048},
+    Case("max-frames-beyond-video", "two_seconds.mp4", cli=("--max-frames", "2048"), api={"max_frames": 2048},
          segments=1, frames=4),
-    Case("max-frames-out-of-range", "two_seconds.mp4", cli=("--max-frames", "-1"), api={"max_frames": 5000},
-         error="max_frames must be a whole number >= 1 (got -1)",
-         api_error="Max sampled frames 5000 is greater than maximum 2048 (allowed range 16–2048)."),
+    Case("max-frames-too-many", "two_seconds.mp4", cli=("--max-frames", "5000"), api={"max_frames": 5000},
+         error="Max sampled frames 5000 is greater than maximum 2048 (allowed range 1–2048)."),
+    Case("max-frames-negative", "two_seconds.mp4", cli=("--max-frames", "-1"), api={"max_frames": -1},
+         error="Max sampled frames -1 is less than minimum 1 (allowed range 1–2048)."),
     Case("k-min-0", "two_seconds.mp4", cli=("--k-min", "0"), api={"k_min": 0},
-         error="k_min must be a whole number >= 1 (got 0)",
-         api_error="k_min 0 is less than minimum 1 (allowed range 1–"),
+         error="k_min 0 is less than minimum 1 (allowed range 1–32)."),
     Case("k-min-above-k-max", "two_seconds.mp4", cli=("--k-min", "1000"), api={"k_min": 1000},
-         error="k_min (1000) cannot exceed the", api_error="k_min 1000 is greater than maximum"),
+         error="k_min 1000 is greater than maximum 32 (allowed range 1–32)."),
     Case("temperature-high", "two_seconds.mp4", cli=("--temperature", "9"), api={"temperature": 9},
-         error="Temperature must be between 0 and 5 (got 9.0)",
-         api_error="Temperature 9 is greater than maximum 2 (allowed range 0–2)."),
+         error="Temperature 9 is greater than maximum 2 (allowed range 0–2)."),
     Case("temperature-negative", "two_seconds.mp4", cli=("--temperature", "-1"), api={"temperature": -1},
-         error="Temperature must be between 0 and 5 (got -1.0)",
-         api_error="Temperature -1 is less than minimum 0 (allowed range 0–2)."),
+         error="Temperature -1 is less than minimum 0 (allowed range 0–2)."),
     Case("temperature-nan", "two_seconds.mp4", cli=("--temperature", "nan"), api=None,
-         error="Temperature must be between 0 and 5 (got nan)"),
+         error="Temperature must be a finite number (got nan)."),
     Case("temperature-sampling", "two_seconds.mp4", cli=("--temperature", "1.5"), api={"temperature": 1.5},
          segments=1, frames=4),
     Case("strategy-unknown", "two_seconds.mp4", cli=("--strategy", "best"), api={"strategy": "best"},
-         error="argument --strategy: invalid choice: 'best'",
-         api_error="Allocation strategy must be one of ata, uniform, topk, random, adversarial, off (got 'best')"),
+         error="Allocation strategy must be one of ata, uniform, topk, random, adversarial, off (got 'best')."),
     Case("max-new-tokens-0", "two_seconds.mp4", cli=("--max-new-tokens", "0"), api={"max_new_tokens": 0},
-         error="max_new_tokens must be a whole number >= 1 (got 0)",
-         api_error="Max new tokens 0 is less than minimum 1 (allowed range 1–2048)."),
+         error="Max new tokens 0 is less than minimum 1 (allowed range 1–2048)."),
 ]
 APP_CASES = [c for c in CASES if c.api is not None]
 
@@ -284,7 +274,7 @@ def test_app(case, client, hostile_media):
     if case.error:
         with pytest.raises(AppError) as error:
             call()
-        assert_clear_app_error(error.value, case.api_error or case.error)
+        assert_clear_app_error(error.value, case.error)
     else:
         check_result(call(), case)
 
@@ -322,9 +312,9 @@ def answer_body(video: dict, question: str = json.dumps(QUESTION), budget: str =
 
 @pytest.mark.parametrize("question, budget, temperature, outcome", [
     (json.dumps("What \ud800\udfff\udcff happens?"), "8192", "0", None),  # lone surrogates, as JSON escapes
-    (json.dumps(QUESTION), "NaN", "0", "The budget must be a whole number (got nan)."),
-    (json.dumps(QUESTION), "Infinity", "0", "The budget must be a whole number (got inf)."),
-    (json.dumps(QUESTION), "8192", "NaN", "Temperature must be between 0 and 5 (got nan)."),
+    (json.dumps(QUESTION), "NaN", "0", "Visual token budget must be a finite number (got nan)."),
+    (json.dumps(QUESTION), "Infinity", "0", "Visual token budget must be a finite number (got inf)."),
+    (json.dumps(QUESTION), "8192", "NaN", "Temperature must be a finite number (got nan)."),
 ], ids=["lone-surrogates", "budget-nan", "budget-inf", "temperature-nan"])
 def test_app_raw_requests(app_url, hostile_media, question, budget, temperature, outcome):
     video = upload(app_url, hostile_media["two_seconds.mp4"])
@@ -447,16 +437,11 @@ def test_library_checks_limits_before_the_first_event(monkeypatch, fixture_model
 
 
 def test_app_reads_its_limits_from_the_environment(monkeypatch, fixtures):
-    sys.path.insert(0, str(ROOT))
-    try:
-        app = importlib.import_module("app")
-    finally:
-        sys.path.remove(str(ROOT))
     monkeypatch.setenv("TEMPO_MAX_QUESTION_CHARS", "50")
     monkeypatch.setenv("TEMPO_MAX_UPLOAD_MB", "2.5")
     monkeypatch.setenv("TEMPO_MAX_DURATION_MIN", "10")
-    demo = app.serve(load_app_model(fixtures), server_name="127.0.0.1", server_port=free_port(),
-                     prevent_thread_lock=True, quiet=True)
+    demo = launch(load_app_model(fixtures), server_name="127.0.0.1", server_port=free_port(),
+                  prevent_thread_lock=True, quiet=True)
     try:
         assert demo.max_file_size == int(2.5 * 2**20)
         question = next(block for block in demo.blocks.values() if getattr(block, "label", None) == "Question")
@@ -478,25 +463,10 @@ def test_importing_the_app_does_no_start_up_work_and_starting_it_reads_the_limit
     assert started.stderr.strip().splitlines()[-1] == "error: TEMPO_MAX_UPLOAD_MB='not-a-number' is not a number."
 
 
-@contextlib.contextmanager
-def serve_with_limits(model, limits: tempo.Limits):
-    sys.path.insert(0, str(ROOT))
-    try:
-        app = importlib.import_module("app")
-    finally:
-        sys.path.remove(str(ROOT))
-    demo = app.serve(model, limits, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
-                     quiet=True)
-    try:
-        yield demo.local_url.rstrip("/")
-    finally:
-        demo.close()
-
-
 @pytest.fixture(scope="module")
 def limited_app(fixtures):
     limits = tempo.Limits(max_question_chars=10, max_upload_bytes=2**20, max_duration_s=3600)
-    with serve_with_limits(load_app_model(fixtures), limits) as url:
+    with serve(load_app_model(fixtures), limits) as url:
         yield url, Client(url, verbose=False)
 
 

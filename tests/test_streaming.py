@@ -7,9 +7,9 @@ import torch
 import tempo
 from tempo.config import SamplingConfig
 from tempo.errors import VideoError
-from tempo.patches import fit_long_edge
+from tempo.video.patches import fit_long_edge
 from tempo.pipeline import StageTimer, prepare_segment
-from tempo.stream import segment_stream
+from tempo.video.stream import segment_stream
 from tempo.video import (KeyframeReader, SparseReader, long_edge_size, open_video, plan_sampling,
                          uniform_plan)
 
@@ -20,7 +20,7 @@ def shapes(fixtures):
 
 
 def prepared(video, plan, workers, chunk=2):
-    from tempo.patches import PatchGeometry
+    from tempo.video.patches import PatchGeometry
 
     prepare = lambda index, frames: prepare_segment(index, frames, SamplingConfig(), PatchGeometry(), StageTimer())
     return list(segment_stream(plan, [lambda: open_video(video)] * workers, prepare, chunk=chunk))

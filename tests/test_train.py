@@ -9,10 +9,13 @@ import torch
 from safetensors.torch import load_file
 
 import tempo
-from tempo.patches import model_frames, patchify
+from tempo.video.patches import model_frames, patchify
 from tempo.synthetic import COLOURS, KINDS, generate_video
 from tempo.train import data
-from tempo.train.recipe import BaseExamples, Recipe, shape_patch_filters, train, training_allocation
+from tempo.train.base import BaseExamples, shape_patch_filters
+from tempo.train.curriculum import train
+from tempo.train.recipe import Recipe
+from tempo.train.stages import training_allocation
 
 K_MAX = 32
 

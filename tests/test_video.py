@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tempo.errors import VideoError
-from tempo.patches import fit_long_edge
+from tempo.video.patches import fit_long_edge
 from tempo.video import VideoInfo, open_video, sample_frame_indices, sampled_fps, segment_ranges
 
 

@@ -8,10 +8,8 @@ check refuses the rest, and stands on its own should Gradio's ever let one throu
 from __future__ import annotations
 
 import functools
-import importlib
 import json
 import os
-import sys
 from pathlib import Path
 
 import av
@@ -23,19 +21,12 @@ from gradio_client.exceptions import AppError
 
 import tempo
 from appserver import ROOT, load_app_model, serve
-from tempo import preview
+from demo import device, html, preview
+from demo.server import NOT_UPLOADED, Server
 
 QUESTION = "What moves across the screen?"
 SETTINGS = dict(max_new_tokens=4)
 GRADIO_REFUSAL = "The upstream Gradio app has raised an exception but has not enabled verbose error reporting."
-
-
-def import_app():
-    sys.path.insert(0, str(ROOT))
-    try:
-        return importlib.import_module("app")
-    finally:
-        sys.path.remove(str(ROOT))
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +53,7 @@ def never_opened(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a file that was not uploaded was opened")
 
-    for target in ("tempo.pipeline.open_video", "tempo.preview.browser_playable", "tempo.preview.make_proxy"):
+    for target in ("tempo.pipeline.open_video", "demo.preview.browser_playable", "demo.preview.make_proxy"):
         monkeypatch.setattr(target, refuse)
 
 
@@ -96,14 +87,13 @@ def call(client: Client, endpoint: str, video: object):
 @pytest.mark.parametrize("name", ["passwd", "missing", "dot-dot", "video-outside", "symlink-in-uploads",
                                   "missing-in-uploads"])
 def test_paths_that_were_not_uploaded_are_refused(raw_client, never_opened, fixtures, tmp_path, endpoint, name):
-    app = import_app()
     path = outside_paths(fixtures, tmp_path)[name]
     try:
         with pytest.raises(AppError) as error:
             call(raw_client, endpoint, file_payload(path))
-        assert str(error.value) == app.NOT_UPLOADED or str(error.value).startswith(GRADIO_REFUSAL)
+        assert str(error.value) == NOT_UPLOADED or str(error.value).startswith(GRADIO_REFUSAL)
         if name == "missing-in-uploads":  # Gradio lets this one through: the app's check is what refuses it
-            assert str(error.value) == app.NOT_UPLOADED
+            assert str(error.value) == NOT_UPLOADED
     finally:
         for link in Path(get_upload_folder()).glob(f"tempo-test-link-{os.getpid()}-*"):
             link.unlink()
@@ -112,8 +102,7 @@ def test_paths_that_were_not_uploaded_are_refused(raw_client, never_opened, fixt
 def test_the_app_refuses_what_gradio_would_let_through(fixture_model, fixtures, tmp_path):
     """The app's own check, called as the handlers call it: only files under the upload folder or the examples,
     symlinks resolved, whether or not the path exists."""
-    app = import_app()
-    server = app.Server(fixture_model, tempo.Limits())
+    server = Server(fixture_model, tempo.Limits())
     uploads = Path(get_upload_folder())
     inside = uploads / f"tempo-test-{os.getpid()}"
     inside.mkdir(parents=True, exist_ok=True)
@@ -121,17 +110,17 @@ def test_the_app_refuses_what_gradio_would_let_through(fixture_model, fixtures, 
         video = inside / "clip.mp4"
         video.write_bytes((fixtures / "videos" / "bikes.mp4").read_bytes())
         (inside / "link.mp4").symlink_to(fixtures / "videos" / "bikes.mp4")
-        assert app.visitor_video(server, file_payload(video)) == str(video.resolve())
+        assert server.visitor_video(file_payload(video)) == str(video.resolve())
         example = json.loads((ROOT / "examples" / "examples.json").read_text(encoding="utf-8"))[0]["video"]
-        assert app.visitor_video(server, str(ROOT / "examples" / example)).endswith(example)
+        assert server.visitor_video(str(ROOT / "examples" / example)).endswith(example)
         refused = [inside, inside / "link.mp4", inside / "missing.mp4", inside / ".." / ".." / "etc" / "passwd",
                    "/etc/passwd", "/etc/no-such-file", fixtures / "videos" / "bikes.mp4"]
         messages = set()
         for path in refused:
             with pytest.raises(tempo.InputError) as error:
-                app.visitor_video(server, file_payload(path))
+                server.visitor_video(file_payload(path))
             messages.add(str(error.value))
-        assert messages == {app.NOT_UPLOADED}
+        assert messages == {NOT_UPLOADED}
     finally:
         for path in sorted(inside.rglob("*"), reverse=True):
             path.unlink()
@@ -198,13 +187,12 @@ def test_an_undecodable_file_has_no_proxy(hostile_media, tmp_path):
 
 def test_off_zerogpu_the_model_runs_in_process(fixture_model, monkeypatch):
     monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
-    app = import_app()
-    server = app.Server(fixture_model, tempo.Limits())
-    assert isinstance(server.run, functools.partial) and server.run.func is app.run_on_device  # spaces.GPU: as is
+    server = Server(fixture_model, tempo.Limits())
+    run = server.device.run
+    assert isinstance(run, functools.partial) and run.func is device.run_on_device  # spaces.GPU: as is
 
 
 def test_on_zerogpu_the_model_runs_under_spaces_gpu_with_a_dynamic_duration(fixture_model, monkeypatch):
-    app = import_app()
     wrapped = {}
 
     def gpu(duration=None):
@@ -213,19 +201,18 @@ def test_on_zerogpu_the_model_runs_under_spaces_gpu_with_a_dynamic_duration(fixt
             return f"ZeroGPU {fn.func.__name__}"
         return wrap
 
-    monkeypatch.setattr(app.spaces, "GPU", gpu)
-    server = app.Server(fixture_model, tempo.Limits())
-    assert (server.run, server.compare, server.sweep, server.relevance) == (
+    monkeypatch.setattr(device.spaces, "GPU", gpu)
+    on = Server(fixture_model, tempo.Limits()).device
+    assert (on.run, on.compare, on.sweep, on.relevance) == (
         "ZeroGPU run_on_device", "ZeroGPU compare_on_device", "ZeroGPU sweep_on_device", "ZeroGPU relevance_on_device")
     small, large = (tempo.RunConfig(sampling=tempo.SamplingConfig(max_frames=n)) for n in (64, 1024))
-    run, compare, sweep = (wrapped[fn] for fn in (app.run_on_device, app.compare_on_device, app.sweep_on_device))
+    run, compare, sweep = (wrapped[fn] for fn in (device.run_on_device, device.compare_on_device,
+                                                  device.sweep_on_device))
     assert run("v.mp4", "q", small) < run("v.mp4", "q", large)  # more frames reserve more GPU time
     assert sweep("v.mp4", "q", large) > compare("v.mp4", "q", large, large) > run("v.mp4", "q", large)
 
 
 def test_the_page_says_what_tempo_tiny_knows(fixture_model):
-    from tempo import page
-
     tiny = tempo.from_pretrained(device="cpu")
-    assert "only knows its synthetic world" in page.header_html(tiny)
-    assert "synthetic world" not in page.header_html(fixture_model)
+    assert "only knows its synthetic world" in html.header_html(tiny)
+    assert "synthetic world" not in html.header_html(fixture_model)

@@ -6,7 +6,8 @@ import sys
 
 import torch
 
-from .recipe import Recipe, train
+from .curriculum import train
+from .recipe import Recipe
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,10 +11,10 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from ..compressor import LocalCompressor, VisionFeatures
-from ..patches import PatchGeometry, model_frames, normalize, patchify
+from ..model.compressor import LocalCompressor, VisionFeatures
+from ..video.patches import PatchGeometry, model_frames, normalize, patchify
 from ..config import SamplingConfig
-from ..prompts import DECODER_SYSTEM_PROMPT, ROUTING_SYSTEM_PROMPT, time_tag
+from ..model.prompts import DECODER_SYSTEM_PROMPT, ROUTING_SYSTEM_PROMPT, time_tag
 from ..synthetic import COLOURS, KINDS, Event, Question, SyntheticVideo, make_questions, occurrences
 from ..video import SamplingPlan, VideoInfo, uniform_plan
 

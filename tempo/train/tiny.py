@@ -12,7 +12,7 @@ from typing import Iterable
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-from ..prompts import VIDEO_PAD, VISION_END, VISION_START
+from ..model.prompts import VIDEO_PAD, VISION_END, VISION_START
 
 BASE_DIRNAME = "base-qwen3-vl"  # the official builder requires "qwen3-vl" in the base's directory name
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", VISION_START, VISION_END, "<|image_pad|>", VIDEO_PAD]

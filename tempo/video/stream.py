@@ -16,8 +16,9 @@ from typing import Callable, ContextManager, Iterator, TypeVar
 import numpy as np
 import torch
 
-from .errors import TempoError, VideoError
-from .video import FrameReader, SamplingPlan
+from ..errors import TempoError, VideoError
+from .readers import FrameReader
+from .sampling import SamplingPlan
 
 Item = TypeVar("Item")
 POLL_S = 0.1

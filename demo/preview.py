@@ -13,7 +13,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from .errors import VideoError
+from tempo.errors import VideoError
 
 log = logging.getLogger(__name__)
 

@@ -1,38 +1,18 @@
-"""What a run amounts to, for people and for files: live progress, stats, key frames, JSON / CSV export."""
+"""A run as it unfolds: its events folded into what a viewer needs at any moment (the page, the streaming API, the
+report), and the numbers and key frames that sum it up."""
 
 from __future__ import annotations
 
-import csv
-import json
 import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
-from .events import AllocationDone, AnswerToken, Event, Finished, SegmentCompressed, SegmentSummary, VideoProbed
+from ..events import AllocationDone, AnswerToken, Event, Finished, SegmentCompressed, SegmentSummary, VideoProbed
+from .text import span
 
-NO_ANSWER = "(no answer: the model ended its reply before its first word)"
-
-
-def answer_text(answer: str) -> str:
-    """The answer as people see it: the model's text, or a note where it gave none (an empty box looks broken)."""
-    return answer if answer.strip() else NO_ANSWER
-
-
-SEGMENT_FIELDS = ("index", "start", "end", "relevance", "tokens")
-
-
-def clock(seconds: float) -> str:
-    """Video time as m:ss, or h:mm:ss past the hour."""
-    whole = max(0, int(round(seconds)))
-    hours, rest = divmod(whole, 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60:02d}:{rest % 60:02d}"
-
-
-def span(start: float, end: float) -> str:
-    return f"{clock(start)}–{clock(end)}"
+KEY_FRAMES = 6  # thumbnails of the segments that kept the most tokens, on the page and in reports
 
 
 @dataclass
@@ -69,6 +49,11 @@ class RunProgress:
         if self.allocation:
             return "answering"
         return "compressing" if self.probed else "opening"
+
+    @property
+    def frames(self) -> list[np.ndarray]:
+        """Each compressed segment's thumbnail, in order (what key frames, filmstrips and reports show)."""
+        return [segment.frame for segment in self.segments]
 
     @property
     def num_segments(self) -> int:
@@ -120,22 +105,10 @@ def run_stats(result: Finished) -> dict[str, float | int]:
 
 
 def key_frames(segments: Sequence[SegmentSummary], frames: Sequence[np.ndarray],
-               count: int = 6) -> list[tuple[np.ndarray, str]]:
+               count: int = KEY_FRAMES) -> list[tuple[np.ndarray, str]]:
     """Thumbnails of the `count` segments that kept the most tokens, in time order, captioned span · tokens."""
     # Ties (every segment at k_max when compression is off) go to the more relevant, then the earlier segment.
     kept = [s for s in segments if s.tokens > 0 and s.index < len(frames)]
     ranked = sorted(kept, key=lambda s: (-s.tokens, -(s.relevance or 0.0), s.index))[:count]
     return [(frames[s.index], f"{span(s.start, s.end)} · {s.tokens} tokens")
             for s in sorted(ranked, key=lambda s: s.index)]
-
-
-def export(result: Finished, directory: str | Path, stem: str = "tempo-segments") -> tuple[Path, Path]:
-    """Write the run as JSON (everything the API returns) and the per-segment table as CSV."""
-    directory = Path(directory)
-    json_path, csv_path = directory / f"{stem}.json", directory / f"{stem}.csv"
-    json_path.write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False), encoding="utf-8")
-    with csv_path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=SEGMENT_FIELDS)
-        writer.writeheader()
-        writer.writerows({k: v for k, v in asdict(s).items() if k in SEGMENT_FIELDS} for s in result.segments)
-    return json_path, csv_path

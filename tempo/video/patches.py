@@ -21,9 +21,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .errors import VideoError
+from ..errors import VideoError
 from .resample import resize
-from .video import long_edge_size
+from .sampling import long_edge_size
 
 MAX_ASPECT_RATIO = 200
 FRAME_MIN_TOKENS = 4  # qwen-vl-utils image defaults, in units of (2*factor)^2 pixels

@@ -24,12 +24,11 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from .analysis import allocation_shape
-from .errors import InputError
-from .plots import FONT
+from ..analysis import allocation_shape
+from ..errors import InputError
+from .style import GREEN, GUIDE, INDIGO, INK, RED, SERIES, print_layout
 
-COLORS = ["#6366f1", "#f97316", "#16a34a", "#db2777", "#0891b2", "#a16207", "#475569"]
-KEPT, LIMIT, CAPACITY = "#dc2626", "#94a3b8", "#16a34a"
+KEPT, LIMIT, CAPACITY = RED, GUIDE, GREEN
 NAMES = ("tokens_per_segment", "budget_utilisation", "allocation_shape")
 
 
@@ -95,19 +94,9 @@ def numbers(results: list[dict], split: str = "auto") -> dict:
             "utilisation": utilisation, "allocation_shape": shapes}
 
 
-def _style(fig: go.Figure, title: str, height: int) -> go.Figure:
-    fig.update_layout(title=dict(text=title, x=0.01, y=0.98, yanchor="top", font=dict(size=15)), height=height,
-                      width=960, margin=dict(l=70, r=30, t=130, b=60), paper_bgcolor="white", plot_bgcolor="white",
-                      font=dict(family=FONT, size=12, color="#334155"),
-                      legend=dict(orientation="h", x=0, y=1.1, xanchor="left", yanchor="bottom"))
-    fig.update_xaxes(gridcolor="rgba(148, 163, 184, 0.25)", zeroline=False)
-    fig.update_yaxes(gridcolor="rgba(148, 163, 184, 0.25)", zeroline=False)
-    return fig
-
-
 def histogram_figure(figures: dict) -> go.Figure:
     fig = go.Figure()
-    for (group, data), color in zip(figures["histogram"].items(), COLORS * 8):
+    for (group, data), color in zip(figures["histogram"].items(), SERIES * 8):
         name = group if figures["split_by"] is None else f"{figures['split_by']} {group}"
         fig.add_trace(go.Bar(x=list(range(figures["k_max"] + 1)), y=[100 * s for s in data["share"]],
                              name=f"{name} ({data['segments']:,} segments)", marker_color=color, opacity=0.85,
@@ -115,7 +104,7 @@ def histogram_figure(figures: dict) -> go.Figure:
     fig.update_layout(barmode="group", bargap=0.15)
     fig.update_xaxes(title_text="tokens kept by a segment")
     fig.update_yaxes(title_text="share of segments (%)")
-    return _style(fig, "Tokens per segment", 420)
+    return print_layout(fig, "Tokens per segment", 420)
 
 
 def utilisation_figure(figures: dict) -> go.Figure:
@@ -145,13 +134,13 @@ def utilisation_figure(figures: dict) -> go.Figure:
                                  hovertemplate="quartile %{y:.1f}<extra></extra>"), row=1, col=column)
         fig.update_xaxes(title_text="segments in the video", rangemode="tozero", row=1, col=column)
     fig.update_yaxes(title_text="tokens per segment", row=1, col=1)
-    return _style(fig, "Budget utilisation", 440)
+    return print_layout(fig, "Budget utilisation", 440)
 
 
 def shape_figure(figures: dict) -> go.Figure:
     fig = go.Figure()
     families = sorted({str(job["family"]) for job in figures["allocation_shape"]})
-    for family, color in zip(families, COLORS * 8):
+    for family, color in zip(families, SERIES * 8):
         jobs = [job for job in figures["allocation_shape"] if str(job["family"]) == family]
         fig.add_trace(go.Scatter(x=[100 * job["at_k_min"] for job in jobs], y=[job["entropy"] for job in jobs],
                                  mode="markers", name=family if family != "None" else "jobs",
@@ -159,10 +148,10 @@ def shape_figure(figures: dict) -> go.Figure:
                                  hovertemplate="%{text}: %{x:.0f}% at k_min, entropy %{y:.2f}<extra></extra>"))
     fig.update_xaxes(title_text="segments left at k_min (%)", range=[-3, 103])
     fig.update_yaxes(title_text="allocation entropy (normalised)", range=[0, 1.03])
-    return _style(fig, "Allocation shape per job", 440)
+    return print_layout(fig, "Allocation shape per job", 440)
 
 
-SWEEP_COLORS = {"ata": "#6366f1", "uniform": "#94a3b8"}
+SWEEP_COLORS = {"ata": INDIGO, "uniform": GUIDE}
 
 
 def fraction_label(fraction: float) -> str:
@@ -193,19 +182,19 @@ def sweep_figure(report: dict) -> go.Figure:
     margins = sweep["ata_minus_uniform"]
     fig.add_trace(go.Bar(x=labels, y=[100 * m["difference"] for m in margins], name="ATA - uniform",
                          marker_color=[SWEEP_COLORS["ata"] if m["low"] > 0 else "#c7d2fe" for m in margins],
-                         error_y=dict(type="data", symmetric=False, color="#334155",
+                         error_y=dict(type="data", symmetric=False, color=INK,
                                       array=[100 * (m["high"] - m["difference"]) for m in margins],
                                       arrayminus=[100 * (m["difference"] - m["low"]) for m in margins]),
                          hovertemplate="budget %{x}: %{y:+.1f} points<extra></extra>", showlegend=False),
                   row=1, col=2)
-    fig.add_hline(y=0, line=dict(color="#334155", width=1), row=1, col=2)
+    fig.add_hline(y=0, line=dict(color=INK, width=1), row=1, col=2)
     fig.update_xaxes(title_text="budget, share of all memory tokens", type="category")
     for row, column in panels:
         fig.update_yaxes(rangemode="tozero", row=row, col=column)
     settings = report["settings"]
     title = (f"Budget sweep: {settings['model']}, {settings['videos']} unseen videos, k_min {sweep['k_min']}, "
              f"k_max {settings['k_max']} (dark bars: interval above 0)")
-    return _style(fig, title, 760)
+    return print_layout(fig, title, 760)
 
 
 def write_png(fig: go.Figure, path: str | os.PathLike, html_done: str) -> None:

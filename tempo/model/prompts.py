@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .patches import PatchGeometry
+from ..video.patches import PatchGeometry
+from ..video.sampling import SamplingPlan
 from .tokenizer import TextTokenizer
-from .video import SamplingPlan
 
 # The paper's explicit routing prompt (appendix, P_route): the compression instruction plus a Yes/No question
 # whose answer logit is read, not generated.

@@ -19,12 +19,12 @@ from transformers import Qwen3Config, Qwen3VLConfig
 from transformers.initialization import no_init_weights
 
 from . import loading
-from .allocation import reduce_memory
+from ..allocation import reduce_memory
 from .compressor import LocalCompressor
 from .decoder import GlobalDecoder
-from .errors import InputError
+from ..errors import InputError
 from .loading import CheckpointSpec
-from .patches import PatchGeometry
+from ..video.patches import PatchGeometry
 from .prompts import decoder_prompt_ids, time_tag
 from .tokenizer import TextTokenizer
 

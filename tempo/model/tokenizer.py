@@ -8,7 +8,7 @@ from typing import Callable, Iterable
 from tokenizers import Tokenizer
 from tokenizers.decoders import DecodeStream
 
-from .errors import ModelError
+from ..errors import ModelError
 
 
 class TextTokenizer:

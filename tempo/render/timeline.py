@@ -1,4 +1,5 @@
-"""The timeline figure: relevance per segment while the video streams in, then the tokens each segment kept."""
+"""The page's figures: relevance per segment while the video streams in, then the tokens each segment kept; two
+allocations of one compression side by side; and a budget sweep."""
 
 from __future__ import annotations
 
@@ -7,17 +8,12 @@ from typing import Protocol, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .events import Finished
-from .report import RunProgress, clock, span
+from ..events import Finished
+from .progress import RunProgress
+from .style import GREEN, GUIDE, INDIGO, ORANGE, RED, RELEVANCE_SCALE, TOKEN_SCALE, page_layout
+from .text import clock, span
 
-RELEVANCE_COLOR = "#f97316"
-RELEVANCE_SCALE = [[0.0, "#ffedd5"], [1.0, "#ea580c"]]
-TOKEN_SCALE = [[0.0, "#e0f2fe"], [0.35, "#7dd3fc"], [0.7, "#6366f1"], [1.0, "#a21caf"]]
-GUIDE_COLOR = "#94a3b8"
-EVIDENCE_COLOR = "#16a34a"
-COMPARE_COLORS = ("#6366f1", "#f97316")
-GAIN_COLOR, LOSS_COLOR = "#16a34a", "#dc2626"
-FONT = "ui-sans-serif, system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
+COMPARE_COLORS = (INDIGO, ORANGE)
 TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400)
 
 
@@ -47,9 +43,9 @@ def _relevance_range(values: list[float]) -> list[float]:
 def _guide(fig: go.Figure, y: float, text: str, dash: str) -> None:
     """A labelled horizontal line on the tokens axis."""
     fig.add_shape(type="line", xref="x domain", x0=0, x1=1, yref="y2", y0=y, y1=y,
-                  line=dict(color=GUIDE_COLOR, width=1, dash=dash), layer="below")
+                  line=dict(color=GUIDE, width=1, dash=dash), layer="below")
     fig.add_annotation(xref="x domain", x=1, yref="y2", y=y, text=text, showarrow=False, xanchor="right",
-                       yanchor="bottom", font=dict(size=10, color=GUIDE_COLOR))
+                       yanchor="bottom", font=dict(size=10, color=GUIDE))
 
 
 def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = None, *,
@@ -93,8 +89,8 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
     if has_relevance:
         markers = "lines+markers" if done <= 160 else "lines"  # dots stop helping once they touch
         fig.add_trace(go.Scatter(x=mids, y=relevance, name="relevance", mode=markers,
-                                 line=dict(color=RELEVANCE_COLOR, width=2.5, shape="spline", smoothing=0.6),
-                                 marker=dict(size=5, color=RELEVANCE_COLOR), fill="tozeroy",
+                                 line=dict(color=ORANGE, width=2.5, shape="spline", smoothing=0.6),
+                                 marker=dict(size=5, color=ORANGE), fill="tozeroy",
                                  fillcolor="rgba(249, 115, 22, 0.07)", customdata=hover_data, hovertemplate=hover),
                       row=1, col=1, secondary_y=False)
     strip = list(tokens) if tokens else relevance if has_relevance else None
@@ -107,24 +103,24 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
                       row=2, col=1)
 
     for start, end in evidence:
-        fig.add_vrect(x0=start, x1=end, fillcolor=EVIDENCE_COLOR, opacity=0.18, line_width=0, layer="below",
+        fig.add_vrect(x0=start, x1=end, fillcolor=GREEN, opacity=0.18, line_width=0, layer="below",
                       row="all", col=1)
     if evidence:
         fig.add_annotation(x=(evidence[0][0] + evidence[0][1]) / 2, xref="x", yref="paper", y=1.0, yanchor="bottom",
-                           text="evidence", showarrow=False, font=dict(size=11, color=EVIDENCE_COLOR))
+                           text="evidence", showarrow=False, font=dict(size=11, color=GREEN))
     total = num_segments or done
     if done < total:  # the part of the video still being compressed
-        fig.add_vrect(x0=segments[-1].end if segments else 0, x1=duration, fillcolor=GUIDE_COLOR, opacity=0.12,
+        fig.add_vrect(x0=segments[-1].end if segments else 0, x1=duration, fillcolor=GUIDE, opacity=0.12,
                       line_width=0, layer="below", row="all", col=1)
     message = note or (f"compressing · {done} / {total} segments" if done < total and total else None)
     if message or not segments:
         fig.add_annotation(xref="paper", yref="paper", x=1.0 if segments else 0.5, y=1.02 if segments else 0.5,
                            xanchor="right" if segments else "center", yanchor="bottom" if segments else "middle",
                            text=message or "relevance per segment will appear here", showarrow=False,
-                           font=dict(size=13, color=GUIDE_COLOR))
+                           font=dict(size=13, color=GUIDE))
 
     _time_axis(fig, duration)
-    fig.update_yaxes(title_text="relevance", title_font=dict(color=RELEVANCE_COLOR), tickformat=".2f",
+    fig.update_yaxes(title_text="relevance", title_font=dict(color=ORANGE), tickformat=".2f",
                      range=_relevance_range(relevance) if has_relevance else [0, 1],
                      gridcolor="rgba(148, 163, 184, 0.18)", zeroline=False, row=1, col=1, secondary_y=False)
     top = k_max or max(tokens or [1]) or 1
@@ -132,18 +128,7 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
                      tickvals=sorted({round(top * f) for f in (0, 0.25, 0.5, 0.75, 1)}), showgrid=False,
                      zeroline=False, visible=bool(tokens), row=1, col=1, secondary_y=True)
     fig.update_yaxes(visible=False, fixedrange=True, row=2, col=1)
-    return _styled(fig, 430, "timeline", showlegend=bool(segments), barmode="overlay", bargap=0)
-
-
-def _styled(fig: go.Figure, height: int, revision: str, **layout) -> go.Figure:
-    """The look every figure shares: transparent, system fonts, the timeline's margins (so figures line up)."""
-    fig.update_layout(
-        height=height, margin=dict(l=60, r=60, t=40, b=30), paper_bgcolor="rgba(0,0,0,0)",
-        plot_bgcolor="rgba(0,0,0,0)", hovermode="closest", font=dict(family=FONT, size=12, color="#64748b"),
-        hoverlabel=dict(font_family=FONT), uirevision=revision,
-        legend=dict(orientation="h", x=0, y=1.02, xanchor="left", yanchor="bottom", bgcolor="rgba(0,0,0,0)"),
-        **layout)
-    return fig
+    return page_layout(fig, 430, "timeline", showlegend=bool(segments), barmode="overlay", bargap=0)
 
 
 def _time_axis(fig: go.Figure, duration: float, **where) -> None:
@@ -169,7 +154,7 @@ def comparison_figure(segments: Sequence[Segment], before: Sequence[int], after:
                              marker=dict(color=color, line=dict(width=0)), name=label, customdata=hover,
                              hovertemplate=template), row=1, col=1)
     fig.add_trace(go.Bar(x=mids, y=changes, width=[w * 2 for w in widths], name="change",
-                         marker=dict(color=[GAIN_COLOR if c > 0 else LOSS_COLOR for c in changes], line=dict(width=0)),
+                         marker=dict(color=[GREEN if c > 0 else RED for c in changes], line=dict(width=0)),
                          customdata=hover, hovertemplate=template, showlegend=False), row=2, col=1)
     for i in highlight:
         fig.add_annotation(x=mids[i], y=changes[i], text=f"{changes[i]:+d}", showarrow=False, row=2, col=1,
@@ -177,8 +162,8 @@ def comparison_figure(segments: Sequence[Segment], before: Sequence[int], after:
     _time_axis(fig, duration)
     fig.update_yaxes(title_text="tokens kept", range=[0, k_max * 1.08], gridcolor="rgba(148, 163, 184, 0.18)",
                      row=1, col=1)
-    fig.update_yaxes(title_text="change", zeroline=True, zerolinecolor=GUIDE_COLOR, showgrid=False, row=2, col=1)
-    return _styled(fig, 380, "comparison", barmode="overlay", bargap=0)
+    fig.update_yaxes(title_text="change", zeroline=True, zerolinecolor=GUIDE, showgrid=False, row=2, col=1)
+    return page_layout(fig, 380, "comparison", barmode="overlay", bargap=0)
 
 
 def sweep_figure(segments: Sequence[Segment], sweep: Sequence[Finished], *, duration: float,
@@ -194,7 +179,7 @@ def sweep_figure(segments: Sequence[Segment], sweep: Sequence[Finished], *, dura
         hovertemplate="<b>%{customdata[0]}</b><br>budget %{customdata[1]}<br>%{z} tokens kept<extra></extra>"))
     _time_axis(fig, duration)
     fig.update_yaxes(title_text="budget", type="category")
-    return _styled(fig, 90 + 44 * len(rows), "sweep")
+    return page_layout(fig, 90 + 44 * len(rows), "sweep")
 
 
 def progress_figure(progress: RunProgress, evidence: Sequence[tuple[float, float]] = ()) -> go.Figure:

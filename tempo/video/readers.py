@@ -1,128 +1,20 @@
-"""Video file -> sampled RGB frames, using the released sampling rule (2 fps, uniform, capped)."""
+"""Video file -> decoded RGB frames: decord as released, PyAV where decord cannot, and the sparse and key-frame
+readers for long videos."""
 
 from __future__ import annotations
 
-import bisect
 import logging
 import math
 import os
-from dataclasses import dataclass
 from typing import Iterator, Protocol, Sequence
 
 import numpy as np
 
-from .config import SamplingConfig
-from .errors import VideoError
+from ..config import SamplingConfig
+from ..errors import VideoError
+from .sampling import SamplingPlan, VideoInfo, keyframe_plan, long_edge_size, uniform_plan
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class VideoInfo:
-    """What the container says about the video stream."""
-
-    path: str
-    total_frames: int
-    native_fps: float
-    width: int
-    height: int
-    backend: str
-
-    @property
-    def duration(self) -> float:
-        return self.total_frames / self.native_fps
-
-
-def sample_frame_indices(total_frames: int, native_fps: float, fps: float = 2.0,
-                         min_frames: int = 4, max_frames: int = 1024) -> list[int]:
-    """Released rule: n = clamp(round(duration * fps), min_frames, max_frames) evenly spaced indices.
-
-    Python's and numpy's half-to-even rounding are both part of the rule. Very short videos are
-    *up*-sampled to `min_frames` with repeated indices (3 frames -> [0, 1, 1, 2]).
-    """
-    if total_frames <= 1:
-        return [0]
-    duration = total_frames / native_fps
-    n = min(max(max(1, round(duration * fps)), min_frames), max_frames)
-    if n == 1:
-        return [total_frames - 1]
-    indices = np.round(np.linspace(0, total_frames - 1, n)).astype(int)
-    return np.clip(indices, 0, total_frames - 1).tolist()
-
-
-def sampled_fps(num_sampled: int, info: VideoInfo) -> float:
-    """The frame rate the sampled frames really have (n / duration, not exactly the requested fps)."""
-    return num_sampled / info.duration
-
-
-def segment_ranges(num_frames: int, segment_frames: int = 8) -> list[range]:
-    """Non-overlapping windows of `segment_frames` sampled frames; the last one may be shorter."""
-    return [range(start, min(start + segment_frames, num_frames)) for start in range(0, num_frames, segment_frames)]
-
-
-@dataclass(frozen=True)
-class SamplingPlan:
-    """Which frames are read, the times the model is told about them, and how they group into segments."""
-
-    frame_indices: list[int]  # decoded frames in order (short videos repeat some)
-    frame_times: list[float]  # their presentation times in the video (seconds)
-    real_fps: float  # sampled frames per second of video
-    segments: list[range]  # windows over the sampled frames
-    segment_frames: int
-    duration: float
-    keyframes_only: bool = False  # fast seek: true keyframe times instead of the released uniform clock
-
-    def segment_frame_times(self, index: int) -> list[float]:
-        return [self.frame_times[i] for i in self.segments[index]]
-
-    def model_times(self, index: int, length: int) -> list[float]:
-        """The times the compressor's prompt states for a segment padded to `length` frames.
-
-        Released rule: sampled position / real_fps, counted on past the segment for padding frames. Fast seek
-        states each keyframe's true time and repeats the last one for padding.
-        """
-        window = self.segments[index]
-        if self.keyframes_only:
-            return [self.frame_times[window[min(k, len(window) - 1)]] for k in range(length)]
-        return [(window.start + k) / self.real_fps for k in range(length)]
-
-    def tag_time(self, index: int) -> float:
-        """The decoder's `<t seconds>`: the centre of a full window even for a short last segment (released),
-        or the midpoint of the segment's first and last keyframes."""
-        if self.keyframes_only:
-            times = self.segment_frame_times(index)
-            return (times[0] + times[-1]) / 2
-        return (index * self.segment_frames + self.segment_frames / 2) / self.real_fps
-
-    def tag_times(self) -> list[float]:
-        """`tag_time` of every segment."""
-        return [self.tag_time(i) for i in range(len(self.segments))]
-
-    def span(self, index: int) -> tuple[float, float]:
-        """The stretch of video a segment stands for, in seconds."""
-        window = self.segments[index]
-        if self.keyframes_only:
-            end = self.frame_times[window.stop] if window.stop < len(self.frame_times) else self.duration
-            return self.frame_times[window.start], end
-        return window.start / self.real_fps, min(window.stop / self.real_fps, self.duration)
-
-
-def uniform_plan(info: VideoInfo, sampling: SamplingConfig) -> SamplingPlan:
-    """The released plan: `sample_frame_indices`, timed by position at `real_fps`, in 8-frame segments."""
-    indices = sample_frame_indices(info.total_frames, info.native_fps, sampling.fps, sampling.min_frames,
-                                   sampling.max_frames)
-    return SamplingPlan(indices, [i / info.native_fps for i in indices], sampled_fps(len(indices), info),
-                        segment_ranges(len(indices), sampling.segment_frames), sampling.segment_frames,
-                        info.duration)
-
-
-def long_edge_size(width: int, height: int, long_edge: int = 512) -> tuple[int, int]:
-    """(width, height) with the long edge shrunk to <= `long_edge`, each side rounded to a multiple of 16
-    (released rule); unchanged when it already fits."""
-    if max(width, height) <= long_edge:
-        return width, height
-    ratio = long_edge / max(width, height)
-    return max(16, int(round(width * ratio / 16) * 16)), max(16, int(round(height * ratio / 16) * 16))
 
 
 class FrameReader(Protocol):
@@ -347,20 +239,6 @@ def open_sparse(path: str | os.PathLike) -> SparseReader | None:
     except Exception as exc:  # unusual timestamps or a PyAV failure: the exact reader still works
         log.info("sparse decoding unavailable for %s (%s); decoding every frame", path, exc)
         return None
-
-
-def keyframe_plan(keyframe_times: list[float], info: VideoInfo, sampling: SamplingConfig) -> SamplingPlan:
-    """Fast seek: for each time the released rule would sample, the nearest key frame (each used once)."""
-    def nearest(t: float) -> int:
-        k = bisect.bisect_left(keyframe_times, t)
-        return min((j for j in (k - 1, k) if 0 <= j < len(keyframe_times)), key=lambda j: abs(keyframe_times[j] - t))
-
-    targets = [i / info.native_fps for i in sample_frame_indices(info.total_frames, info.native_fps, sampling.fps,
-                                                                   sampling.min_frames, sampling.max_frames)]
-    chosen = sorted({nearest(t) for t in targets})
-    return SamplingPlan(chosen, [keyframe_times[k] for k in chosen], len(chosen) / info.duration,
-                        segment_ranges(len(chosen), sampling.segment_frames), sampling.segment_frames,
-                        info.duration, keyframes_only=True)
 
 
 def plan_sampling(reader: FrameReader, sampling: SamplingConfig) -> SamplingPlan:

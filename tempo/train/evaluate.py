@@ -24,17 +24,17 @@ from typing import Sequence
 
 import numpy as np
 
-from . import allocation
-from .config import AllocationConfig, GenerationConfig, RunConfig
-from .errors import InputError
-from .events import Finished
-from .figures import fraction_label, write_sweep_figure
-from .model import TempoModel, from_pretrained
-from .analysis import allocation_shape, compression, reanswer
-from .pipeline import CompressedVideo
-from .synthetic import (FAMILIES, Question, generate_video, is_correct, make_questions, segment_relevance,
+from .. import allocation
+from ..config import AllocationConfig, GenerationConfig, RunConfig
+from ..errors import InputError
+from ..events import Finished
+from ..render.figures import fraction_label, write_sweep_figure
+from ..model import TempoModel, from_pretrained
+from ..analysis import allocation_shape, compression, reanswer
+from ..pipeline import CompressedVideo
+from ..synthetic import (FAMILIES, Question, generate_video, is_correct, make_questions, segment_relevance,
                         write_mp4)
-from .train.recipe import TRAINING_SEEDS
+from .recipe import TRAINING_SEEDS
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from torch import nn
 from transformers import Qwen3Config, Qwen3ForCausalLM
 from transformers.cache_utils import DynamicCache
 
-from .config import GenerationConfig
-from .errors import ModelError
+from ..config import GenerationConfig
+from ..errors import ModelError
 
 
 def build_projector(projector_type: str, memory_width: int, hidden_size: int) -> nn.Module:

@@ -1,6 +1,7 @@
 """HTML that stands on its own: a run's report as one file that opens offline, and the filmstrip of segments.
 
-Images are data URIs and the report embeds Plotly's JavaScript, so nothing is fetched from anywhere.
+Images are data URIs and the report embeds Plotly's JavaScript, so nothing is fetched from anywhere. `write_report`
+is the one recipe every caller uses (page, API, CLI, batch): fold the run's events into a `RunProgress`, then write.
 """
 
 from __future__ import annotations
@@ -8,20 +9,23 @@ from __future__ import annotations
 import base64
 import html
 import io
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import plotly.io as pio
 from PIL import Image
 
-from . import plots
-from .events import Finished, SegmentSummary
-from .report import answer_text, clock, run_stats, span
+from ..events import SegmentSummary
+from .progress import RunProgress, key_frames, run_stats
+from .style import FONT, GUIDE, KEPT_RGB, MUTED_TEXT, SQUEEZED_RGB
+from .text import answer_text, clock, span
+from .timeline import result_figure
 
 FILMSTRIP_EDGE = 112  # long edge of a filmstrip thumbnail
 REPORT_FRAME_EDGE = 320
-SQUEEZED, KEPT = (203, 213, 225), (220, 38, 38)  # border colours at k_min (grey) and at k_max (red)
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,7 @@ def data_uri(frame: np.ndarray, long_edge: int) -> str:
 def token_colour(tokens: int, k_min: int, k_max: int) -> str:
     """Grey at k_min (squeezed) to red at k_max (kept), as in the paper's filmstrip."""
     share = 0.0 if k_max <= k_min else min(1.0, max(0.0, (tokens - k_min) / (k_max - k_min)))
-    r, g, b = (round(low + (high - low) * share) for low, high in zip(SQUEEZED, KEPT))
+    r, g, b = (round(low + (high - low) * share) for low, high in zip(SQUEEZED_RGB, KEPT_RGB))
     return f"rgb({r}, {g}, {b})"
 
 
@@ -63,26 +67,27 @@ def filmstrip_html(segments: Sequence[SegmentSummary], frames: Sequence[np.ndarr
 
 
 REPORT_STYLE = """
-body { font-family: ui-sans-serif, system-ui, -apple-system, 'Segoe UI', Roboto, Arial, sans-serif; color: #1e293b;
-       max-width: 1100px; margin: 2rem auto; padding: 0 1rem; }
-h1 { font-size: 1.6rem; margin-bottom: 0.2rem; } h1 span { font-weight: 400; color: #64748b; font-size: 1rem; }
+body { font-family: FONT; color: #1e293b; max-width: 1100px; margin: 2rem auto; padding: 0 1rem; }
+h1 { font-size: 1.6rem; margin-bottom: 0.2rem; } h1 span { font-weight: 400; color: MUTED; font-size: 1rem; }
 .question { font-size: 1.15rem; margin: 1rem 0 0.3rem; } .answer { font-size: 1.15rem; background: #eef2ff;
             border-radius: 8px; padding: 0.6rem 0.9rem; white-space: pre-wrap; }
 .truth { margin: 0.4rem 0; } .truth.right { color: #15803d; } .truth.wrong { color: #b91c1c; }
 table { border-collapse: collapse; margin: 0.8rem 0; font-size: 0.9rem; }
-td, th { padding: 0.2rem 0.8rem 0.2rem 0; text-align: left; } th { color: #64748b; font-weight: 500; }
+td, th { padding: 0.2rem 0.8rem 0.2rem 0; text-align: left; } th { color: MUTED; font-weight: 500; }
 .frames { display: grid; grid-template-columns: repeat(auto-fill, minmax(220px, 1fr)); gap: 10px; }
-figure { margin: 0; } figure img { width: 100%; border-radius: 6px; } figcaption { font-size: 0.8rem; color: #64748b; }
-footer { margin-top: 2rem; font-size: 0.8rem; color: #94a3b8; }
-"""
+figure { margin: 0; } figure img { width: 100%; border-radius: 6px; } figcaption { font-size: 0.8rem; color: MUTED; }
+footer { margin-top: 2rem; font-size: 0.8rem; color: GUIDE; }
+""".replace("FONT", FONT).replace("MUTED", MUTED_TEXT).replace("GUIDE", GUIDE)
 
 
-def html_report(result: Finished, question: str, key_frames: Sequence[tuple[np.ndarray, str]], *,
-                model: str, truth: Truth | None = None) -> str:
-    """One self-contained HTML page for a run: question, answer, settings, the interactive timeline, the key
-    frames and the timings. It opens offline (Plotly inlined, frames as data URIs)."""
+def html_report(run: RunProgress, question: str, *, model: str, truth: Truth | None = None) -> str:
+    """One self-contained HTML page for a finished run: question, answer, settings, the interactive timeline, the
+    key frames and the timings. It opens offline (Plotly inlined, frames as data URIs)."""
+    result = run.finished
+    if result is None:
+        raise ValueError("the run has not finished: there is nothing to report yet")
     stats = run_stats(result)
-    figure = plots.result_figure(result, truth.evidence if truth else ())
+    figure = result_figure(result, truth.evidence if truth else ())
     timeline = pio.to_html(figure, include_plotlyjs=True, full_html=False, config={"displaylogo": False})
     settings = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
                        for k, v in result.settings.items())
@@ -94,7 +99,8 @@ def html_report(result: Finished, question: str, key_frames: Sequence[tuple[np.n
     numbers_html = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in numbers)
     timings = " · ".join(f"{k} {v:.2f} s" for k, v in result.timings.items())
     frames = "".join(f"<figure><img src='{data_uri(frame, REPORT_FRAME_EDGE)}' alt='{html.escape(caption)}'>"
-                     f"<figcaption>{html.escape(caption)}</figcaption></figure>" for frame, caption in key_frames)
+                     f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+                     for frame, caption in key_frames(result.segments, run.frames))
     truth_html = ""
     if truth is not None:
         verdict = "right" if truth.correct else "wrong"
@@ -111,3 +117,11 @@ def html_report(result: Finished, question: str, key_frames: Sequence[tuple[np.n
             f"<h2>Key frames</h2><div class='frames'>{frames}</div>"
             f"<h2>Settings</h2><table>{settings}</table><p>Timings: {html.escape(timings)}</p>"
             "<footer>Made with Tempo: query-aware compression for long videos.</footer></body></html>")
+
+
+def write_report(run: RunProgress, path: str | os.PathLike, question: str, *, model: str,
+                 truth: Truth | None = None) -> Path:
+    """`html_report` written to `path` (UTF-8); returns the path."""
+    path = Path(path)
+    path.write_text(html_report(run, question, model=model, truth=truth), encoding="utf-8")
+    return path

@@ -1,5 +1,6 @@
-"""The demo page's HTML pieces: header, status line, stats cards, a segment's card, a comparison's summary and
-the expected answer of an example. Pure functions of the run's data; app.py places them (styles: app.css)."""
+"""The page's HTML pieces: header, status line, stats cards, a segment's card, a comparison's summary, the
+expected answer of an example, and the script that turns clicks on segments into picks. Pure functions of the
+run's data; `layout` places them (styles: app.css)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,32 @@ import html
 from pathlib import Path
 from typing import Sequence
 
-from .events import Finished
-from .model import TempoModel
-from .report import RunProgress, clock, run_stats, span
-from .share import Truth
+from tempo.analysis import SegmentLook
+from tempo.events import Finished
+from tempo.model import TempoModel
+from tempo.render.progress import RunProgress, run_stats
+from tempo.render.report import Truth
+from tempo.render.text import clock, span
+
+# Clicks on a filmstrip thumbnail or on the timeline pick a segment: the picker's value becomes
+# {"segment": i, "click": n} (a new value each click, so the same segment twice is two changes).
+PICKER_JS = """
+let clicks = 0;
+const pick = (index) => { if (Number.isInteger(index)) props.value = {segment: index, click: ++clicks}; };
+document.addEventListener('click', (event) => {
+  const cell = event.target.closest('#tempo-filmstrip [data-segment]');
+  if (cell) pick(Number(cell.dataset.segment));
+});
+const bound = new WeakSet();
+const bind = () => document.querySelectorAll('#tempo-timeline .js-plotly-plot').forEach((plot) => {
+  if (bound.has(plot) || typeof plot.on !== 'function') return;
+  bound.add(plot);
+  plot.on('plotly_click', (data) => { const point = data.points && data.points[0];
+                                      if (point && point.customdata) pick(Number(point.customdata[3])); });
+});
+new MutationObserver(bind).observe(document.body, {childList: true, subtree: true});
+bind();
+"""
 
 
 def header_html(model: TempoModel) -> str:
@@ -75,14 +98,13 @@ def truth_html(truth: Truth | None) -> str:
             f"{verdict}. The evidence is shaded green on the timeline.</div>")
 
 
-def segment_html(index: int, start: float, end: float, relevance: float, rank: int, num_segments: int,
-                 tokens: int, k_max: int) -> str:
+def segment_html(look: SegmentLook, k_max: int) -> str:
     """The inspector's card for one segment."""
-    facts = [("time", span(start, end)), ("relevance", f"{relevance:.3f}"),
-             ("rank", f"{rank} of {num_segments} by relevance"), ("tokens kept", f"{tokens} of {k_max}")]
+    facts = [("time", span(look.start, look.end)), ("relevance", f"{look.relevance:.3f}"),
+             ("rank", f"{look.rank} of {look.num_segments} by relevance"), ("tokens kept", f"{look.tokens} of {k_max}")]
     cells = "".join(f"<div class='card'><div class='value'>{html.escape(value)}</div>"
                     f"<div class='label'>{label}</div></div>" for label, value in facts)
-    return f"<div class='tempo-segment'><h3>Segment {index + 1}</h3><div class='tempo-stats'>{cells}</div></div>"
+    return f"<div class='tempo-segment'><h3>Segment {look.index + 1}</h3><div class='tempo-stats'>{cells}</div></div>"
 
 
 def comparison_html(before: Finished, after: Finished, labels: tuple[str, str], changed: Sequence[int]) -> str:

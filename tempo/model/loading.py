@@ -23,8 +23,8 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from transformers import Qwen3VLConfig
 
-from .errors import ModelError
-from .patches import PatchGeometry
+from ..errors import ModelError
+from ..video.patches import PatchGeometry
 from .tokenizer import TextTokenizer
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 def _embedded_model() -> str:
     """Tempo-Tiny: assets/tempo-tiny in a clone; in an installed library, the copy its wheel put under share/."""
-    clone = Path(__file__).resolve().parent.parent / "assets" / "tempo-tiny"
+    clone = Path(__file__).resolve().parents[2] / "assets" / "tempo-tiny"
     installed = Path(sys.prefix) / "share" / "tempo" / "tempo-tiny"
     return str(installed if installed.is_dir() and not clone.is_dir() else clone)
 

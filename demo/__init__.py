@@ -1,0 +1,1 @@
+"""The demo: the page and its API around one loaded model (`python app.py`)."""

@@ -1,0 +1,148 @@
+"""What the page's events do. Each handler takes the server, the request's raw values (the video, the question,
+then the settings by name) and returns or yields named updates: {output name: value}, leaving out what stays as
+it is. `layout` maps the names onto the page's components."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Iterator
+
+import gradio as gr
+
+from tempo.errors import TempoError
+from tempo.events import AllocationDone, AnswerToken, Finished, SegmentCompressed
+from tempo.render.export import export
+from tempo.render.progress import RunProgress, key_frames
+from tempo.render.report import filmstrip_html
+from tempo.render.text import answer_text, clock
+from tempo.render.timeline import comparison_figure, progress_figure, result_figure, sweep_figure
+
+from . import preview
+from .html import comparison_html, segment_html, stats_html, status_html, truth_html
+from .server import Request, Server, refusal, refused
+from .settings import split_others
+
+SEGMENT_REFRESH_S = 0.25  # timeline redraws while compressing; the first and last segment always show
+ANSWER_REFRESH_S = 0.08
+Updates = dict[str, object]
+
+
+def show_preview(server: Server, upload: object) -> Iterator[str | None]:
+    """The video panel for an upload: the file itself when browsers play it, else a small H.264 proxy (the
+    analysis still reads the original)."""
+    if not upload:
+        yield None
+        return
+    try:
+        video = server.visitor_video(upload)
+    except TempoError as exc:
+        raise refusal(exc) from None
+    if preview.browser_playable(video):
+        yield video
+        return
+    workdir = tempfile.mkdtemp(prefix="tempo-app-")
+    try:
+        yield str(preview.make_proxy(video, workdir))
+    except TempoError:  # the analysis says what is wrong with the file, if anything
+        yield None
+    finally:  # Gradio has copied the proxy into its cache by now
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def analyze(server: Server, video: object, question: str, *, no_compression: bool = False,
+            **settings: object) -> Iterator[Updates]:
+    """The page: live timeline while compressing, tokens once allocated, then the answer token by token; at the
+    end the stats, the downloads, the filmstrip, the key frames and (for an example) the expected answer."""
+    progress, shown, workdir = RunProgress(), 0.0, None
+    hidden = gr.DownloadButton(visible=False)
+    yield {"status": status_html(progress), "timeline": progress_figure(progress), "answer": "", "gallery": None,
+           "stats": "", "json_file": hidden, "csv_file": hidden, "report_file": hidden, "filmstrip": "", "truth": ""}
+    try:
+        request = server.request(video, question, settings, bool(no_compression))
+        for event in server.run(request):
+            progress.update(event)
+            now = time.perf_counter()
+            timeline = {"status": status_html(progress), "timeline": progress_figure(progress, request.evidence)}
+            if isinstance(event, SegmentCompressed):
+                if len(progress.segments) in (1, event.num_segments) or now - shown > SEGMENT_REFRESH_S:
+                    shown = now
+                    yield timeline
+            elif isinstance(event, AllocationDone):
+                yield timeline
+            elif isinstance(event, AnswerToken) and now - shown > ANSWER_REFRESH_S:
+                shown = now
+                yield {"answer": progress.answer}
+            elif isinstance(event, Finished):
+                # A folder per request, deleted (finally) once Gradio has copied the files into its cache.
+                workdir = tempfile.mkdtemp(prefix="tempo-app-")
+                yield timeline | finished(server, request, progress, Path(workdir))
+    except Exception as exc:
+        error = refusal(exc)
+        yield {"status": status_html(progress, error=error.message)}
+        raise error from None
+    finally:
+        if workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def finished(server: Server, request: Request, progress: RunProgress, workdir: Path) -> Updates:
+    """Everything the page shows once a run is done, with its files written into `workdir`."""
+    result, allocation = progress.finished, progress.allocation
+    json_path, csv_path = export(result, workdir)
+    report_path = server.write_report(request, progress, workdir / "tempo-report.html")
+    return {"answer": answer_text(result.answer), "gallery": key_frames(result.segments, progress.frames),
+            "stats": stats_html(result, allocation.context_truncated),
+            "json_file": gr.DownloadButton(value=str(json_path), visible=True),
+            "csv_file": gr.DownloadButton(value=str(csv_path), visible=True),
+            "report_file": gr.DownloadButton(value=str(report_path), visible=True),
+            "filmstrip": filmstrip_html(result.segments, progress.frames, allocation.k_min, allocation.k_max),
+            "truth": truth_html(server.truth(request, result))}
+
+
+@refused
+def segment_view(server: Server, video: object, question: str, picked: object, *, no_compression: bool = False,
+                 **settings: object) -> Updates:
+    """A click on the filmstrip or the timeline: that segment's card and frames, in the Segment tab."""
+    if not isinstance(picked, dict) or "segment" not in picked:
+        return {}
+    request = server.request(video, question, settings, bool(no_compression))
+    look = server.segment(request, picked["segment"])
+    return {"card": segment_html(look, server.model.spec.num_memory_tokens),
+            "frames": [(frame, clock(t)) for frame, t in zip(look.frames, look.times)],
+            "tabs": gr.Tabs(selected="segment")}
+
+
+@refused
+def compare_view(server: Server, video: object, question: str, **values: object) -> Updates:
+    """The Compare tab: both timelines and answers, what changed most, and a summary."""
+    settings, others = split_others(values)
+    request = server.request(video, question, settings)
+    comparison = server.compare(request, others)
+    first, second = comparison.first, comparison.second
+    before, after = [s.tokens for s in first.segments], [s.tokens for s in second.segments]
+    changes = comparison_figure(second.segments, before, after, duration=second.video.duration, k_max=second.k_max,
+                                labels=comparison.labels, highlight=comparison.most_changed)
+    return {"first_plot": result_figure(first, request.evidence),
+            "first_answer": gr.Textbox(value=answer_text(first.answer), label=comparison.labels[0]),
+            "second_plot": result_figure(second, request.evidence),
+            "second_answer": gr.Textbox(value=answer_text(second.answer), label=comparison.labels[1]),
+            "changes": changes,
+            "summary": comparison_html(first, second, comparison.labels, comparison.most_changed)}
+
+
+@refused
+def sweep_view(server: Server, video: object, question: str, **settings: object) -> Updates:
+    """The Budget sweep tab: tokens per segment at each budget as a heatmap, and the answer at each budget."""
+    sweep = server.sweep(server.request(video, question, settings))
+    last = sweep[-1]
+    rows = [[f"{result.budget:,}", f"{result.tokens_used:,}", answer_text(result.answer)] for result in reversed(sweep)]
+    return {"plot": sweep_figure(last.segments, sweep, duration=last.video.duration, k_max=last.k_max),
+            "answers": rows}
+
+
+def strategy_choice(no_compression: bool) -> gr.Dropdown:
+    """No compression keeps every memory token: the strategy has nothing to choose then."""
+    return gr.Dropdown(interactive=not no_compression)

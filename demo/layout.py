@@ -1,0 +1,205 @@
+"""The page: one small builder per panel, then the wiring of its events to `handlers` and of the API's endpoints to
+`api`. Handlers return named updates; `connect` maps the names onto this page's components."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from dataclasses import dataclass
+from typing import Callable
+
+import gradio as gr
+
+from tempo.config import Limits
+from tempo.model import TempoModel
+from tempo.render.timeline import timeline_figure
+
+from . import api, handlers
+from .html import PICKER_JS, header_html
+from .server import Server
+from .settings import controls, other_controls
+
+QUEUE_SIZE = 16  # requests waiting beyond this are refused ("queue is full") instead of piling up
+ANALYZE_OUTPUTS = ("status", "timeline", "answer", "gallery", "stats", "json_file", "csv_file", "report_file",
+                   "filmstrip", "truth")  # what /analyze returns, in this order
+Outputs = dict[str, gr.components.Component]
+
+
+@dataclass
+class Inputs:
+    """What a visitor gives: the video, its preview, the question, the settings (by name) and the buttons."""
+
+    upload: gr.File
+    preview: gr.Video
+    question: gr.Textbox
+    run: gr.Button
+    settings: Outputs
+    no_compression: gr.Checkbox
+
+
+def input_panel(server: Server) -> Inputs:
+    upload = gr.File(label="Video", file_types=["video"], file_count="single", height=90, elem_id="tempo-video")
+    preview = gr.Video(label="Preview", interactive=False, height=240, elem_id="tempo-preview")
+    question = gr.Textbox(label="Question", lines=2, max_length=server.limits.max_question_chars,
+                          placeholder="e.g. When does the speaker show the chart?")
+    run = gr.Button("Compress & answer", variant="primary", size="lg")
+    if server.examples:
+        gr.Examples([[e.video, e.question] for e in server.examples], inputs=[upload, question],
+                    example_labels=[e.label for e in server.examples])
+    with gr.Accordion("Advanced settings", open=False):
+        settings = controls(server.model.spec)
+        no_compression = gr.Checkbox(label="No compression (baseline: keep every memory token)")
+    return Inputs(upload, preview, question, run, settings, no_compression)
+
+
+def result_panel() -> tuple[Outputs, gr.HTML]:
+    """The run's outputs by name (status, timeline, answer, ...), and the hidden picker that segment clicks set."""
+    status = gr.HTML()
+    timeline = gr.Plot(timeline_figure([]), show_label=False, elem_id="tempo-timeline")
+    filmstrip = gr.HTML(elem_id="tempo-filmstrip")
+    picker = gr.HTML(value={}, html_template="", js_on_load=PICKER_JS, elem_id="tempo-picker")
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3):
+            answer = gr.Textbox(label="Answer", lines=4, max_lines=16, interactive=False, buttons=["copy"],
+                                elem_id="tempo-answer")
+            truth = gr.HTML(elem_id="tempo-truth")
+        with gr.Column(scale=2):
+            stats = gr.HTML()
+            with gr.Row():
+                json_file = gr.DownloadButton("Segments · JSON", visible=False, size="sm")
+                csv_file = gr.DownloadButton("Segments · CSV", visible=False, size="sm")
+                report_file = gr.DownloadButton("Report · HTML", visible=False, size="sm")
+    outputs = dict(status=status, timeline=timeline, answer=answer, stats=stats, json_file=json_file,
+                   csv_file=csv_file, report_file=report_file, filmstrip=filmstrip, truth=truth)
+    return outputs, picker
+
+
+@dataclass
+class Tabs:
+    """The analysis tabs: each tab's outputs by name, and its controls."""
+
+    tabs: gr.Tabs
+    segment: Outputs
+    compare: Outputs
+    others: Outputs
+    compare_button: gr.Button
+    sweep: Outputs
+    sweep_button: gr.Button
+
+
+def analysis_tabs(server: Server) -> Tabs:
+    with gr.Tabs(elem_id="tempo-analysis") as tabs:
+        with gr.Tab("Segment", id="segment"):
+            gr.Markdown("Click a segment on the timeline or the filmstrip to see every frame it sampled.")
+            segment = dict(card=gr.HTML(elem_id="tempo-segment"),
+                           frames=gr.Gallery(show_label=False, columns=8, object_fit="contain", height=200,
+                                             format="jpeg", elem_id="tempo-segment-frames"))
+        with gr.Tab("Compare", id="compare"):
+            gr.Markdown("Another allocation of the same compression, beside this one (nothing is compressed again).")
+            with gr.Row():
+                others = other_controls(server.model.spec)
+            compare_button = gr.Button("Compare", elem_id="tempo-compare-button")
+            summary = gr.HTML(elem_id="tempo-compare-summary")
+            with gr.Row(equal_height=False):
+                with gr.Column():
+                    first_plot = gr.Plot(show_label=False, elem_id="tempo-compare-first")
+                    first_answer = gr.Textbox(label="This run", interactive=False, lines=2,
+                                              elem_id="tempo-compare-first-answer")
+                with gr.Column():
+                    second_plot = gr.Plot(show_label=False, elem_id="tempo-compare-second")
+                    second_answer = gr.Textbox(label="The other", interactive=False, lines=2,
+                                               elem_id="tempo-compare-second-answer")
+            changes = gr.Plot(show_label=False, elem_id="tempo-compare-changes")
+            compare = dict(first_plot=first_plot, first_answer=first_answer, second_plot=second_plot,
+                           second_answer=second_answer, changes=changes, summary=summary)
+        with gr.Tab("Budget sweep", id="sweep"):
+            gr.Markdown("The same compression allocated at budgets from one token per segment to every memory token, "
+                        "and the answer at each.")
+            sweep_button = gr.Button("Run the sweep", elem_id="tempo-sweep-button")
+            with gr.Row(equal_height=False):
+                sweep = dict(plot=gr.Plot(show_label=False, elem_id="tempo-sweep", scale=3),
+                             answers=gr.Dataframe(headers=["budget", "tokens used", "answer"], interactive=False,
+                                                  wrap=True, scale=2, elem_id="tempo-sweep-answers"))
+    segment["tabs"] = tabs
+    return Tabs(tabs, segment, compare, others, compare_button, sweep, sweep_button)
+
+
+def connect(handler: Callable, server: Server, outputs: Outputs | None = None) -> Callable:
+    """`handler` with its server filled in, as Gradio calls it: its named updates become values in the order of
+    `outputs` (what it leaves out stays as it is). Name, docstring and signature are kept for the API page."""
+    bound = functools.partial(handler, server)
+
+    def ordered(updates: object) -> object:
+        if outputs is None:
+            return updates
+        values = [updates.get(name, gr.skip()) for name in outputs]
+        return values[0] if len(values) == 1 else values
+
+    if inspect.isgeneratorfunction(inspect.unwrap(handler)):
+        def fn(*args, **kwargs):
+            for updates in bound(*args, **kwargs):
+                yield ordered(updates)
+    else:
+        def fn(*args, **kwargs):
+            return ordered(bound(*args, **kwargs))
+    fn.__name__, fn.__doc__, fn.__signature__ = handler.__name__, handler.__doc__, inspect.signature(bound)
+    return fn
+
+
+def wire(server: Server, inputs: Inputs, outputs: Outputs, picker: gr.HTML, tabs: Tabs) -> None:
+    """The page's events. Handlers get the raw request values (preprocess=False) and check them themselves: which
+    file may be opened, and settings named in the messages."""
+    video = [inputs.upload, inputs.question]
+    run_settings = inputs.settings | {"no_compression": inputs.no_compression}
+    private = dict(api_visibility="private", preprocess=False)
+    inputs.upload.change(connect(handlers.show_preview, server), inputs.upload, inputs.preview,
+                         concurrency_id="preview", concurrency_limit=2, show_progress="minimal", **private)
+    inputs.no_compression.change(handlers.strategy_choice, inputs.no_compression, inputs.settings["strategy"],
+                                 api_visibility="private", queue=False)
+    gr.on([inputs.run.click, inputs.question.submit], connect(handlers.analyze, server, outputs), inputs=video,
+          inputs_kwargs=run_settings, outputs=list(outputs.values()), api_name="analyze", concurrency_id="model",
+          show_progress="hidden", preprocess=False)
+    picker.change(connect(handlers.segment_view, server, tabs.segment), [*video, picker], list(tabs.segment.values()),
+                  inputs_kwargs=run_settings, concurrency_id="model", **private)
+    tabs.compare_button.click(connect(handlers.compare_view, server, tabs.compare), video,
+                              list(tabs.compare.values()), inputs_kwargs=inputs.settings | tabs.others,
+                              concurrency_id="model", **private)
+    tabs.sweep_button.click(connect(handlers.sweep_view, server, tabs.sweep), video, list(tabs.sweep.values()),
+                            inputs_kwargs=inputs.settings, concurrency_id="model", **private)
+
+
+def api_endpoints(server: Server, inputs: Inputs, tabs: Tabs) -> None:
+    """The API's own endpoints: the page's work as JSON (and files), on hidden components."""
+    video = [inputs.upload, inputs.question]
+    result, file = gr.JSON(visible=False), gr.File(visible=False)
+    segment = dict(result=result, frames=gr.Gallery(visible=False))
+    endpoints = [(api.answer, "answer", inputs.settings, result),
+                 (api.compare, "compare", inputs.settings | tabs.others, result),
+                 (api.sweep, "sweep", inputs.settings, result),
+                 (api.segment, "segment", inputs.settings | {"segment": gr.Number(visible=False, precision=0)},
+                  segment),
+                 (api.report, "report", inputs.settings, file)]
+    for endpoint, name, settings, outputs in endpoints:
+        named = outputs if isinstance(outputs, dict) else None
+        gr.Button(visible=False).click(connect(endpoint, server, named), video,
+                                       list(named.values()) if named else outputs, inputs_kwargs=settings,
+                                       api_name=name, concurrency_id="model", preprocess=False)
+
+
+def build_demo(model: TempoModel, limits: Limits | None = None) -> gr.Blocks:
+    """The page around `model`; `limits` guard every request (default: from the environment, see Limits)."""
+    server = Server(model, limits or Limits.from_env())
+    with gr.Blocks(title="Tempo · long-video QA", analytics_enabled=False, delete_cache=(1800, 3600)) as demo:
+        gr.HTML(header_html(model))
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=2, min_width=340):
+                inputs = input_panel(server)
+            with gr.Column(scale=5):
+                shown, picker = result_panel()
+                tabs = analysis_tabs(server)
+                shown["gallery"] = gr.Gallery(label="Key frames: the segments that kept the most tokens", columns=3,
+                                              object_fit="cover", format="jpeg", fit_columns=False,
+                                              elem_id="tempo-gallery")
+        wire(server, inputs, {name: shown[name] for name in ANALYZE_OUTPUTS}, picker, tabs)
+        api_endpoints(server, inputs, tabs)
+    return demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=1)

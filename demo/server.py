@@ -1,0 +1,219 @@
+"""What every request needs, and the work the page and the API share: the model and the limits, the per-video
+cache, which files a visitor may open, the shipped examples and their truth, a request's settings made into a
+RunConfig, and the model's work on it (answer, compare, sweep, one segment)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Mapping
+
+import gradio as gr
+from gradio.utils import get_upload_folder
+
+from tempo import analysis
+from tempo.analysis import SegmentLook
+from tempo.cache import VideoCache, VideoKey
+from tempo.config import Limits, RunConfig, SamplingConfig
+from tempo.errors import InputError, TempoError
+from tempo.events import Event, Finished
+from tempo.model import TempoModel
+from tempo.render.progress import RunProgress
+from tempo.render.report import Truth, write_report
+from tempo.synthetic import Question, is_correct
+
+from .device import Device, on_device
+
+log = logging.getLogger("tempo.app")
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES_FILE = ROOT / "examples" / "examples.json"
+CACHE_BYTES = 2 * 1024**3  # decoded frames, vision features and recent compressions kept for follow-ups
+MOST_CHANGED = 5
+NOT_UPLOADED = ("This server only analyses videos uploaded to it (or its examples): please upload the file "
+                "through the page or the API's file upload.")
+
+
+class UploadCache(VideoCache):
+    """The per-video cache, knowing that Gradio stores each upload under the SHA-256 of its content: uploading the
+    same file again (as every API call does) rewrites the same path with a new modification time, and is still
+    the same video."""
+
+    def __init__(self, max_bytes: int, uploads: Path):
+        super().__init__(max_bytes)
+        self.uploads = uploads
+
+    def key(self, path: str | os.PathLike, sampling: SamplingConfig) -> VideoKey:
+        key = super().key(path, sampling)
+        real = Path(key.path)
+        if real.parent.parent == self.uploads and len(real.parent.name) == 64:  # uploads/<sha256>/<name>
+            return key._replace(mtime_ns=0)
+        return key
+
+
+@dataclass(frozen=True)
+class Example:
+    """A shipped example: its video, question and label, and what the model should answer and where that is."""
+
+    video: str
+    question: str
+    label: str
+    family: str
+    expected: str
+    evidence: tuple[tuple[float, float], ...]
+
+
+def load_examples() -> list[Example]:
+    """examples/examples.json, keeping the entries whose video is present."""
+    if not EXAMPLES_FILE.is_file():
+        return []
+    entries = json.loads(EXAMPLES_FILE.read_text(encoding="utf-8"))
+    return [Example(str(EXAMPLES_FILE.parent / e["video"]), e["question"], e.get("label") or e["question"],
+                    e["family"], e["expected"], tuple(tuple(span) for span in e["evidence"]))
+            for e in entries if (EXAMPLES_FILE.parent / e["video"]).is_file()]
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request, checked: the file it may open, its question and settings, and the example it is (if any)."""
+
+    video: str
+    question: str
+    config: RunConfig
+    example: Example | None = None
+
+    @property
+    def evidence(self) -> tuple[tuple[float, float], ...]:
+        return self.example.evidence if self.example else ()
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two allocations of one compression, answered, and how their tokens differ per segment."""
+
+    first: Finished
+    second: Finished
+    labels: tuple[str, str]
+    token_changes: list[int]
+    most_changed: list[int]
+
+
+def label(config: RunConfig) -> str:
+    """A comparison side's name, e.g. "ata · 1,024 tokens · k_min 4 · head"."""
+    allocation = config.allocation
+    if allocation.strategy == "off":
+        return "no compression"
+    return f"{allocation.strategy} · {allocation.budget:,} tokens · k_min {allocation.k_min} · {allocation.truncation}"
+
+
+class Server:
+    """The model, the request limits, the per-video cache, the examples and where visitors' files are."""
+
+    def __init__(self, model: TempoModel, limits: Limits):
+        self.model = model
+        self.limits = limits
+        uploads = Path(get_upload_folder()).resolve()
+        self.cache = UploadCache(CACHE_BYTES, uploads)
+        self.examples = load_examples()
+        # Files a visitor may name: this server's uploads and the shipped examples, symlinks resolved.
+        self.visitor_folders = (uploads, EXAMPLES_FILE.parent.resolve())
+        self.device: Device = on_device(model, self.cache)
+
+    def visitor_video(self, payload: object) -> str:
+        """The file a request names, if it is one this server may open: an upload or an example, after resolving
+        symlinks. Anything else gets one message, whether or not the path exists, so nothing about the server's
+        files leaks out."""
+        path = payload.get("path") if isinstance(payload, dict) else payload
+        if not path:
+            raise InputError("Please upload a video (or pick an example) first.")
+        try:
+            real = Path(os.fspath(path)).resolve()
+        except (TypeError, ValueError, OSError):
+            raise InputError(NOT_UPLOADED) from None
+        if not any(real.is_relative_to(folder) for folder in self.visitor_folders) or not real.is_file():
+            raise InputError(NOT_UPLOADED)
+        return str(real)
+
+    def request(self, video: object, question: str, values: Mapping[str, object],
+                no_compression: bool = False) -> Request:
+        """A request's raw values checked (settings by the table, the file by `visitor_video`) and made a Request;
+        `no_compression` keeps every memory token whatever the strategy says."""
+        config = RunConfig(limits=self.limits).with_settings(values, self.model.spec)
+        if no_compression:
+            config = config.with_settings({"strategy": "off"})
+        path = self.visitor_video(video)
+        example = next((e for e in self.examples if Path(e.video).name == Path(path).name
+                        and isinstance(question, str) and e.question.strip() == question.strip()), None)
+        return Request(path, question, config, example)
+
+    def truth(self, request: Request, result: Finished | None = None) -> Truth | None:
+        """For a shipped example: the expected answer, its evidence, and whether `result` got it right (graded with
+        the segment length of the run's own sampling)."""
+        example = request.example
+        if example is None:
+            return None
+        correct = False
+        if result is not None:
+            known = Question(example.family, example.question, example.expected, example.evidence)
+            correct = is_correct(known, result.answer,
+                                 request.config.sampling.segment_frames / result.video.real_fps)
+        return Truth(example.expected, example.evidence, correct)
+
+    # ---------------------------------------------------------------------------------------------- the work
+
+    def run(self, request: Request) -> Iterator[Event]:
+        return self.device.run(request.video, request.question, request.config)
+
+    def write_report(self, request: Request, progress: RunProgress, path: str | os.PathLike) -> Path:
+        """The finished run as one offline HTML file, with the expected answer for an example."""
+        return write_report(progress, path, request.question, model=self.model.spec.name,
+                            truth=self.truth(request, progress.finished))
+
+    def compare(self, request: Request, others: Mapping[str, object]) -> Comparison:
+        """The request's allocation and another (`others`: the compared settings' values) of one compression."""
+        other = request.config.with_settings(others, self.model.spec)
+        first, second = self.device.compare(request.video, request.question, request.config, other)
+        before, after = [s.tokens for s in first.segments], [s.tokens for s in second.segments]
+        return Comparison(first, second, (label(request.config), label(other)),
+                          analysis.token_changes(before, after), analysis.most_changed(before, after, MOST_CHANGED))
+
+    def sweep(self, request: Request) -> list[Finished]:
+        return self.device.sweep(request.video, request.question, request.config)
+
+    def segment(self, request: Request, index: object) -> SegmentLook:
+        """Segment `index` (0-based) as this request's run sees it; its frames are decoded again."""
+        if isinstance(index, bool) or not isinstance(index, (int, float)) or not float(index).is_integer():
+            raise InputError(f"The segment must be a whole number (got {index!r}).")
+        relevance = self.device.relevance(request.video, request.question, request.config)
+        plan = analysis.sampling_plan(request.video, request.config)
+        return analysis.look_at_segment(self.model, request.video, plan, relevance, request.config, int(index))
+
+
+# ---------------------------------------------------------------------------------------------- refusals
+
+def refusal(exc: Exception) -> gr.Error:
+    """What the visitor sees: the library's own message for input problems, a short apology for the rest."""
+    if isinstance(exc, TempoError):
+        message = str(exc)
+    elif isinstance(exc, MemoryError) or "out of memory" in str(exc).lower():
+        message = "The server ran out of memory on this video. Try fewer max frames or a smaller budget."
+    else:
+        log.exception("request failed")
+        message = f"Something went wrong while processing this video ({type(exc).__name__}). Please try again."
+    return gr.Error(message, print_exception=False)  # the server log has the traceback where one helps
+
+
+def refused(handler: Callable) -> Callable:
+    """`handler` (a function) with any exception turned into the visitor's message (`refusal`)."""
+    @functools.wraps(handler)
+    def wrapped(*args, **kwargs):
+        try:
+            return handler(*args, **kwargs)
+        except gr.Error:
+            raise
+        except Exception as exc:
+            raise refusal(exc) from None
+    return wrapped

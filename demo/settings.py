@@ -1,0 +1,49 @@
+"""The page's controls, made from the settings table (`tempo.config.SETTINGS`): a slider for a range, a switch for
+a yes/no, a choice for a list. The API's parameters are these controls, named after their settings."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import gradio as gr
+
+from tempo.config import PAGE, Setting, setting_named, settings
+from tempo.model import CheckpointSpec
+
+COMPARED = ("strategy", "budget", "k_min", "truncation")  # what the other side of a comparison may change
+OTHER = "other_"  # a comparison's other side: other_strategy, other_budget, ...
+OTHER_DEFAULTS = {"strategy": "uniform"}  # ATA against a uniform share: the paper's comparison
+
+
+def control(setting: Setting, spec: CheckpointSpec, **overrides) -> gr.components.Component:
+    """The widget for `setting`, with the range and default it has for this checkpoint."""
+    options = dict(label=setting.label, info=setting.help, value=setting.default(spec)) | overrides
+    if setting.kind is bool:
+        return gr.Checkbox(**options)
+    if setting.choices is None:
+        low, high = setting.bounds(spec)
+        return gr.Slider(low, high, step=setting.step, **options)
+    choices = [(label, value) for value, label in setting.choices.items()]
+    return gr.Radio(choices, **options) if len(choices) <= 3 else gr.Dropdown(choices, **options)
+
+
+def controls(spec: CheckpointSpec) -> dict[str, gr.components.Component]:
+    """One control per setting the page offers, by name, in the table's order (the API's parameter order)."""
+    return {setting.name: control(setting, spec) for setting in settings(PAGE)}
+
+
+def other_controls(spec: CheckpointSpec) -> dict[str, gr.components.Component]:
+    """The other side of a comparison: `other_<name>` for every compared setting."""
+    made = {}
+    for name in COMPARED:
+        setting = setting_named(name)
+        made[OTHER + name] = control(setting, spec, label=f"Other {setting.label}", info=None,
+                                     value=OTHER_DEFAULTS.get(name, setting.default(spec)))
+    return made
+
+
+def split_others(values: Mapping[str, object]) -> tuple[dict[str, object], dict[str, object]]:
+    """A comparison's keyword arguments as (this run's settings, the other side's by setting name)."""
+    mine = {name: value for name, value in values.items() if not name.startswith(OTHER)}
+    others = {name[len(OTHER):]: value for name, value in values.items() if name.startswith(OTHER)}
+    return mine, others

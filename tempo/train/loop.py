@@ -1,0 +1,75 @@
+"""What every training stage shares: the optimiser's schedule, progress lines, the answer loss, and a faster patch
+embedding for training on a CPU."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import torch
+import torch.nn.functional as F
+
+from ..model.compressor import LocalCompressor
+
+log = logging.getLogger("tempo.train")
+WARMUP = 0.03
+
+
+class Schedule:
+    """AdamW with a 3% linear warm-up and a cosine decay to zero."""
+
+    def __init__(self, groups: list[dict], steps: int):
+        self.optimizer = torch.optim.AdamW(groups, weight_decay=0.0)
+        self.steps = steps
+        self.base = [group["lr"] for group in groups]
+        self.step_index = 0
+
+    def step(self) -> None:
+        self.step_index += 1
+        warmup = max(1, round(WARMUP * self.steps))
+        progress = self.step_index / warmup if self.step_index < warmup else \
+            0.5 * (1 + math.cos(math.pi * (self.step_index - warmup) / max(1, self.steps - warmup)))
+        for group, base in zip(self.optimizer.param_groups, self.base):
+            group["lr"] = base * progress
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+
+class Progress:
+    def __init__(self, stage: str, steps: int, every: int):
+        self.stage, self.steps, self.every = stage, steps, every
+        self.started = time.perf_counter()
+        self.average: float | None = None
+        self.losses: list[float] = []
+
+    def update(self, step: int, loss: float) -> None:
+        self.average = loss if self.average is None else 0.95 * self.average + 0.05 * loss
+        self.losses.append(round(loss, 5))
+        if (step + 1) % self.every == 0 or step + 1 == self.steps:
+            elapsed = time.perf_counter() - self.started
+            log.info("%-8s step %4d/%d  loss %.4f  %5.0fs elapsed, %5.0fs left", self.stage, step + 1, self.steps,
+                     self.average, elapsed, elapsed / (step + 1) * (self.steps - step - 1))
+
+    def summary(self) -> dict:
+        return {"seconds": round(time.perf_counter() - self.started, 1), "final_loss": self.average,
+                "losses": self.losses[::max(1, len(self.losses) // 100)]}
+
+
+def use_linear_patch_embed(compressor: LocalCompressor) -> None:
+    """Conv3d with stride == kernel is a matmul over flattened patches; on CPU its backward is ~15x slower than
+    the matmul's, so training runs the same weights as a linear map."""
+    embed = compressor.vlm.visual.patch_embed
+
+    def forward(hidden_states: torch.Tensor) -> torch.Tensor:
+        weight = embed.proj.weight
+        return F.linear(hidden_states.to(weight.dtype), weight.reshape(weight.shape[0], -1), embed.proj.bias)
+
+    embed.forward = forward
+
+
+def answer_positions_loss(logits: torch.Tensor, answer: list[int]) -> torch.Tensor:
+    """Cross-entropy of `answer`, given logits [n + 1, V] for its last prompt position and its own tokens."""
+    return F.cross_entropy(logits[:len(answer)].float(), torch.tensor(answer, device=logits.device))

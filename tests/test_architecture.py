@@ -1,0 +1,119 @@
+"""The layout keeps its shape: one concern per module, small modules, and imports that only go down the layers
+(app -> demo -> tempo's tools -> rendering -> the engine -> the model -> video -> settings and errors)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+MAX_LINES = 400
+APP_MAX_LINES = 40
+# Lowest first. A module may import from its own layer or any layer below, never above.
+LAYERS = [
+    ["tempo.errors", "tempo.synthetic"],
+    ["tempo.allocation"],
+    ["tempo.config"],
+    ["tempo.events", "tempo.video"],
+    ["tempo.model"],
+    ["tempo.cache", "tempo.pipeline", "tempo.analysis"],
+    ["tempo.render"],
+    ["tempo.batch", "tempo.bench", "tempo.conformance", "tempo.cli", "tempo.train"],
+    ["tempo", "tempo.__main__"],
+    ["demo.device", "demo.preview", "demo.html", "demo.settings"],
+    ["demo.server"],
+    ["demo.handlers", "demo.api"],
+    ["demo.layout"],
+    ["demo.launch", "demo"],
+    ["app"],
+]
+
+
+def sources() -> dict[str, Path]:
+    """Every module of the app, demo/ and tempo/, by its dotted name."""
+    files = [ROOT / "app.py", *sorted((ROOT / "demo").rglob("*.py")), *sorted((ROOT / "tempo").rglob("*.py"))]
+    modules = {}
+    for path in files:
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def layer(module: str) -> int:
+    """The layer of the longest table entry that is `module` or a package holding it."""
+    found = [(len(name), index) for index, names in enumerate(LAYERS) for name in names
+             if module == name or module.startswith(name + ".")]
+    if not found:
+        raise AssertionError(f"{module} is in no layer: add it to LAYERS in {Path(__file__).name}")
+    return max(found)[1]
+
+
+def imports(module: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The project modules `module` imports at run time (relative imports resolved)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            # `from package import module` imports the module; `from module import name` the module itself.
+            found |= {f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names}
+    return {name for name in found if name.split(".")[0] in ("tempo", "demo", "app")}
+
+
+def test_every_module_is_small():
+    long = {module: n for module, path in sources().items()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > (APP_MAX_LINES if module == "app"
+                                                                            else MAX_LINES)}
+    assert not long, f"modules over {MAX_LINES} lines (app.py: {APP_MAX_LINES}): {long}"
+
+
+def test_imports_only_go_down_the_layers():
+    known = sources()
+    upward = [f"{module} (layer {layer(module)}) imports {target} (layer {layer(target)})"
+              for module, path in known.items() for target in sorted(imports(module, path, known))
+              if layer(target) > layer(module)]
+    assert not upward, "\n".join(upward)
+
+
+def test_the_library_never_imports_the_demo():
+    known = sources()
+    wrong = [f"{module} imports {target}" for module, path in known.items() if module.startswith("tempo")
+             for target in imports(module, path, known) if not target.startswith("tempo")]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_module_imports_itself_through_others():
+    known = sources()
+    graph = {module: {t for t in imports(module, path, known) if t in known and t != module}
+             for module, path in known.items()}
+    # Packages import their own modules (their face); a cycle through a package face is not one of ours.
+    graph = {m: {t for t in targets if not m.startswith(t + ".")} for m, targets in graph.items()}
+    state: dict[str, int] = {}
+
+    def visit(module: str, trail: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph[module]):
+            if state.get(target) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(trail[trail.index(target):] + [target]))
+            if not state.get(target):
+                visit(target, trail + [target])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if not state.get(module):
+            visit(module, [module])
+
+
+def test_an_upward_import_is_caught(tmp_path):
+    """The checks can fail: a reader that formats times with the rendering code is an upward import."""
+    path = tmp_path / "readers.py"
+    path.write_text("from ..render.text import clock\nfrom . import sampling\n", encoding="utf-8")
+    found = imports("tempo.video.readers", path, sources())
+    assert found == {"tempo.render.text", "tempo.video.sampling"}
+    assert layer("tempo.render.text") > layer("tempo.video.readers") == layer("tempo.video.sampling")
