@@ -30,24 +30,24 @@ ANSWER_REFRESH_S = 0.08
 Updates = dict[str, object]
 
 
-def show_preview(server: Server, upload: object) -> Iterator[str | None]:
+def show_preview(server: Server, upload: object) -> Iterator[Updates]:
     """The video panel for an upload: the file itself when browsers play it, else a small H.264 proxy (the
     analysis still reads the original)."""
     if not upload:
-        yield None
+        yield {"preview": None}
         return
     try:
         video = server.visitor_video(upload)
     except TempoError as exc:
         raise refusal(exc) from None
     if preview.browser_playable(video):
-        yield video
+        yield {"preview": video}
         return
     workdir = tempfile.mkdtemp(prefix="tempo-app-")
     try:
-        yield str(preview.make_proxy(video, workdir))
+        yield {"preview": str(preview.make_proxy(video, workdir))}
     except TempoError:  # the analysis says what is wrong with the file, if anything
-        yield None
+        yield {"preview": None}
     finally:  # Gradio has copied the proxy into its cache by now
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -78,7 +78,7 @@ def analyze(server: Server, video: object, question: str, *, no_compression: boo
             elif isinstance(event, Finished):
                 # A folder per request, deleted (finally) once Gradio has copied the files into its cache.
                 workdir = tempfile.mkdtemp(prefix="tempo-app-")
-                yield timeline | finished(server, request, progress, Path(workdir))
+                yield timeline | finished_updates(server, request, progress, Path(workdir))
     except Exception as exc:
         error = refusal(exc)
         yield {"status": status_html(progress, error=error.message)}
@@ -88,7 +88,7 @@ def analyze(server: Server, video: object, question: str, *, no_compression: boo
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def finished(server: Server, request: Request, progress: RunProgress, workdir: Path) -> Updates:
+def finished_updates(server: Server, request: Request, progress: RunProgress, workdir: Path) -> Updates:
     """Everything the page shows once a run is done, with its files written into `workdir`."""
     result, allocation = progress.finished, progress.allocation
     json_path, csv_path = export(result, workdir)
@@ -143,6 +143,6 @@ def sweep_view(server: Server, video: object, question: str, **settings: object)
             "answers": rows}
 
 
-def strategy_choice(no_compression: bool) -> gr.Dropdown:
+def strategy_choice(server: Server, no_compression: bool) -> Updates:
     """No compression keeps every memory token: the strategy has nothing to choose then."""
-    return gr.Dropdown(interactive=not no_compression)
+    return {"strategy": gr.Dropdown(interactive=not no_compression)}

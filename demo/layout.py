@@ -152,10 +152,12 @@ def wire(server: Server, inputs: Inputs, outputs: Outputs, picker: gr.HTML, tabs
     video = [inputs.upload, inputs.question]
     run_settings = inputs.settings | {"no_compression": inputs.no_compression}
     private = dict(api_visibility="private", preprocess=False)
-    inputs.upload.change(connect(handlers.show_preview, server), inputs.upload, inputs.preview,
-                         concurrency_id="preview", concurrency_limit=2, show_progress="minimal", **private)
-    inputs.no_compression.change(handlers.strategy_choice, inputs.no_compression, inputs.settings["strategy"],
-                                 api_visibility="private", queue=False)
+    inputs.upload.change(connect(handlers.show_preview, server, {"preview": inputs.preview}), inputs.upload,
+                         inputs.preview, concurrency_id="preview", concurrency_limit=2, show_progress="minimal",
+                         **private)
+    strategy = {"strategy": inputs.settings["strategy"]}
+    inputs.no_compression.change(connect(handlers.strategy_choice, server, strategy), inputs.no_compression,
+                                 list(strategy.values()), api_visibility="private", queue=False)
     gr.on([inputs.run.click, inputs.question.submit], connect(handlers.analyze, server, outputs), inputs=video,
           inputs_kwargs=run_settings, outputs=list(outputs.values()), api_name="analyze", concurrency_id="model",
           show_progress="hidden", preprocess=False)

@@ -173,16 +173,16 @@ class Setting:
 
     def describe(self, spec: Checkpoint | None = None) -> str:
         """The help text with the range and the default, e.g. for a command line's --help."""
+        default = self.default(spec)
+        if self.kind is bool:
+            return f"{self.help} (default {'on' if default else 'off'})"
         if self.choices is not None:
             allowed = "one of " + ", ".join(self.choices)
-        elif self.kind is bool:
-            allowed = "a switch"
         else:
             low, high = self.bounds(spec)
-            allowed = f"{low:g}-{'k_max' if self.maximum == K_MAX and spec is None else format(high, 'g')}" + \
-                (f" {self.unit}" if self.unit else "")
-        default = self.default(spec)
-        shown = "the checkpoint's" if default is None else str(default).lower() if self.kind is bool else default
+            top = "k_max" if high == math.inf and self.maximum == K_MAX else f"{high:g}"
+            allowed = f"{low:g}-{top}" + (f" {self.unit}" if self.unit else "")
+        shown = "the checkpoint's" if default is None else default
         return f"{self.help} ({allowed}; default {shown})"
 
     def check(self, value: object, spec: Checkpoint | None = None, exact: bool = False) -> object:

@@ -1,8 +1,8 @@
 """Video + question -> events: probe, compress segment by segment, allocate the budget, stream the answer.
 
 `run` strings the stages together; each stage is a function of its own: `open_source` (the file, its limits, the
-cache), `compress` (segments through the vision tower and the compressor, or replayed from the cache),
-`allocate_tokens` and `respond` (the budget and the answer).
+cache), `compress_video` and `compress_segments` (segments through the vision tower and the compressor, or
+replayed from the cache), `allocate_tokens` and `respond` (the budget and the answer).
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ class Source:
     probed: VideoProbed
     plan: SamplingPlan
     cached: VideoEntry | None
-    reader: FrameReader | None  # handed to the decoding workers by `compress`, closed by `close` otherwise
+    reader: FrameReader | None  # handed to the decoding workers by `compress_segments`, else closed by `close`
 
     def close(self) -> None:
         if self.reader is not None:
@@ -213,6 +213,7 @@ def open_source(video: str | os.PathLike, config: RunConfig, cache: VideoCache, 
 
 
 def check_duration(probed: VideoProbed, limits: Limits) -> None:
+    """Refuse a video longer than the limit, before any frame is decoded."""
     if probed.duration > limits.max_duration_s:
         raise InputError(f"The video lasts {_length(probed.duration)}; this server accepts up to "
                          f"{_length(limits.max_duration_s)}.")
@@ -235,7 +236,7 @@ def compress_video(model: TempoModel, video: str | os.PathLike, config: RunConfi
 
 
 def compress_segments(model: TempoModel, source: Source, question: str, config: RunConfig, timer: StageTimer,
-             cache: VideoCache, into: CompressedVideo) -> Iterator[SegmentCompressed]:
+                      cache: VideoCache, into: CompressedVideo) -> Iterator[SegmentCompressed]:
     """Every segment through the compressor (memories and relevance appended to `into`), one `SegmentCompressed`
     each. The question-independent work (decoding, pixels, vision tower) comes from `cache` when the video was
     seen and is kept there otherwise; the same question again replays its compression."""

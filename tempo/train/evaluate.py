@@ -1,4 +1,4 @@
-"""`python -m tempo.eval_synthetic`: a model on unseen synthetic long videos, ATA against the paper's ablations.
+"""`python -m tempo.train.evaluate`: a model on unseen synthetic long videos, ATA against the paper's ablations.
 
 Every video gets one question per family (needle, grounding, counting, global). Each (video, question) is
 compressed once through the real pipeline (the video is written to mp4 and read back), then the same compression
@@ -251,7 +251,7 @@ def write_jobs(path: str, n: int, seed: int, budgets: list[int], min_duration: f
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tempo.eval_synthetic", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tempo.train.evaluate", description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=40, help="number of videos (default 40)")
     parser.add_argument("--seed", type=int, default=0, help="first video seed (default 0)")
     parser.add_argument("--budget", type=int, help="fixed token budget (default: a quarter of all memory tokens)")
