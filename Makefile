@@ -10,9 +10,10 @@ OLDEST_TRANSFORMERS := transformers==5.20.2
 
 .PHONY: demo test suite matrix browser conformance clean
 
-$(STAMP): requirements.txt requirements-dev.txt
+$(STAMP): requirements.txt requirements-dev.txt constraints-cpu.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -r requirements-dev.txt \
+	  -c constraints-cpu.txt
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -32,7 +33,8 @@ suite: $(STAMP) browser
 
 # The same numbers under every supported version: the pixel and conformance tests again with Pillow 13 (gradio
 # keeps the main environment below 13) and with the oldest transformers, each as an overlay on the main
-# environment; then requirements.txt must resolve for Python 3.10 (ZeroGPU's) and 3.12.
+# environment; then requirements.txt must resolve for ZeroGPU's Pythons, 3.10 and 3.12 (the Space's), both with the
+# newest versions it admits and with every floor (torch 2.8, ZeroGPU's oldest, among them).
 matrix: $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --upgrade --target $(OVERLAYS)/pillow13 "$(PILLOW_13)"
 	PYTHONPATH=$(OVERLAYS)/pillow13 $(PY) -c "import PIL; assert PIL.__version__.startswith('13.'), PIL.__version__; print('Pillow', PIL.__version__)"
@@ -40,10 +42,12 @@ matrix: $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --upgrade --target $(OVERLAYS)/transformers "$(OLDEST_TRANSFORMERS)"
 	PYTHONPATH=$(OVERLAYS)/transformers $(PY) -c "import transformers as t; print('transformers', t.__version__)"
 	PYTHONPATH=$(OVERLAYS)/transformers $(PY) -m pytest -q -p no:cacheprovider tests/test_conformance.py tests/test_loading.py
+	mkdir -p $(OVERLAYS) && sed -E 's/>=([^,;[:space:]]+)(,[^;[:space:]]*)?/==\1/' requirements.txt > $(OVERLAYS)/floors.txt
 	for version in 3.10 3.12; do \
-	  $(PY) -m pip install --quiet --disable-pip-version-check --dry-run --ignore-installed --only-binary=:all: \
-	    --python-version $$version --target $(OVERLAYS)/dry-run -r requirements.txt || exit 1; \
-	  echo "requirements.txt resolves for Python $$version"; done
+	  for spec in requirements.txt $(OVERLAYS)/floors.txt; do \
+	    $(PY) -m pip install --quiet --disable-pip-version-check --dry-run --ignore-installed --only-binary=:all: \
+	      --python-version $$version --target $(OVERLAYS)/dry-run -r $$spec || exit 1; done; \
+	  echo "requirements.txt resolves for Python $$version, newest and every floor"; done
 
 conformance: $(STAMP)
 	$(PY) -m tempo.conformance tests/fixtures/conformance

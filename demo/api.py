@@ -15,7 +15,8 @@ from tempo.render.progress import RunProgress
 from tempo.render.report import Truth
 from tempo.render.text import clock
 
-from .server import Server, refusal, refused
+from .refusals import refusal, refused
+from .server import Server
 from .settings import split_others
 
 REFRESH_S = 0.5  # a streamed partial result at most this often, besides the first segment and the milestones

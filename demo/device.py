@@ -1,72 +1,76 @@
 """What runs on the accelerator, and how long it asks for.
 
-On a ZeroGPU Space each function runs under `spaces.GPU`, decorated at start-up as ZeroGPU requires, with a
-reservation from `gpu_seconds`; what it returns is a picklable CPU object. Elsewhere `spaces.GPU` hands the
-functions back as they are, and they run in the serving process.
+One function does the model's work for every kind of request (an answer, a comparison, a budget sweep, a
+compression alone): the accelerator's half of a `tempo.pipeline.Job`. On a ZeroGPU Space it runs under `spaces.GPU`
+in a forked worker, which gets the job's pixels and gives back CPU data only, so the per-video cache stays in the
+serving process and is reused by every request. Elsewhere `spaces.GPU` hands the function back as it is and it runs
+in this process, on the decoding stream itself.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+import gradio as gr
 import spaces
+from spaces.config import Config as SpacesConfig
 
-from tempo import analysis
-from tempo.cache import VideoCache
-from tempo.config import RunConfig
-from tempo.events import Event, Finished
 from tempo.model import TempoModel
-from tempo.pipeline import run
+from tempo.pipeline import Job, execute
+from tempo.stages import out_of_memory_as_error
+
+from .refusals import refusal
 
 
-def gpu_seconds(video: str, question: str, config: RunConfig, *other: object, answers: int = 1) -> int:
-    """ZeroGPU reservation for one request: start-up plus time per sampled frame (Tempo-6B on one GPU), plus a
-    few seconds per answer beyond the first (a comparison's second, a budget sweep's)."""
-    return int(20 + 0.08 * config.sampling.max_frames + 8 * (answers - 1))
+@dataclass(frozen=True)
+class GpuCost:
+    """Estimated GPU seconds for Tempo-6B on ZeroGPU's default size (half an RTX Pro 6000 Blackwell): estimates
+    from its FLOPs per segment and per token, until measured on one."""
+
+    start: float = 4.0  # a worker starts and the weights land on the GPU
+    segment: float = 0.06  # the vision tower and the compressor over one 8-frame segment
+    answer: float = 1.0  # the allocation and the decoder's prefill of one answer (up to 16k positions)
+    token: float = 0.03  # one generated token
+    cap: float = 80.0  # the most one request reserves: x1.5 on this GPU (spaces' duration factor) is 2 minutes,
+    #                    an anonymous visitor's daily quota
 
 
-def run_on_device(model: TempoModel, cache: VideoCache, video: str, question: str,
-                  config: RunConfig) -> Iterator[Event]:
-    """One request's events."""
-    yield from run(model, video, question, config, cache)
+COST = GpuCost()
 
 
-def compare_on_device(model: TempoModel, cache: VideoCache, video: str, question: str, config: RunConfig,
-                      other: RunConfig) -> tuple[Finished, Finished]:
-    """Both allocations of one compression, answered."""
-    compressed = analysis.compression(model, video, question, config, cache)
-    return analysis.reanswer(model, compressed, config), analysis.reanswer(model, compressed, other)
+def gpu_seconds(job: Job) -> int:
+    """The reservation for `job`: what it compresses (nothing when the compression is cached) and what it answers
+    (each answer's prefill and up to its max new tokens), within the cap."""
+    tokens = sum(config.generation.max_new_tokens for config in job.answers)
+    estimate = COST.start + COST.segment * job.to_compress + COST.answer * len(job.answers) + COST.token * tokens
+    return math.ceil(min(COST.cap, estimate))
 
 
-def sweep_on_device(model: TempoModel, cache: VideoCache, video: str, question: str,
-                    config: RunConfig) -> list[Finished]:
-    """`config`'s strategy at a range of budgets, each answered."""
-    return analysis.budget_sweep(model, analysis.compression(model, video, question, config, cache), config)
-
-
-def relevance_on_device(model: TempoModel, cache: VideoCache, video: str, question: str,
-                        config: RunConfig) -> list[float]:
-    """The compressor's relevance per segment (from the cache when the question was asked before)."""
-    return analysis.compression(model, video, question, config, cache).relevance
+def on_accelerator(model: TempoModel, job: Job) -> Iterator[object]:
+    """The accelerator's half of `job`. Refusals become the visitor's message here, where they are raised."""
+    try:
+        with out_of_memory_as_error():
+            yield from execute(model, job)
+    except gr.Error:
+        raise
+    except Exception as exc:
+        raise refusal(exc) from None
 
 
 @dataclass(frozen=True)
 class Device:
-    """The model's work, each function taking (video, question, config[, other config])."""
+    """How a request reaches the model: `accelerate` runs a job; `remote` says it runs in another process (a
+    ZeroGPU worker), so the video is read before it is called and the cache keeps pixels."""
 
-    run: Callable[..., Iterator[Event]]
-    compare: Callable[..., tuple[Finished, Finished]]
-    sweep: Callable[..., list[Finished]]
-    relevance: Callable[..., list[float]]
+    accelerate: Callable[[Job], Iterator[object]]
+    remote: bool
 
 
-def on_device(model: TempoModel, cache: VideoCache) -> Device:
-    """`model`'s work with `cache`, each function under `spaces.GPU` (inert off ZeroGPU)."""
-    def gpu(work: Callable, answers: int = 1) -> Callable:
-        duration = functools.partial(gpu_seconds, answers=answers)
-        return spaces.GPU(duration=duration)(functools.partial(work, model, cache))
+def on_device(model: TempoModel) -> Device:
+    """`model`'s one GPU entry, decorated at start-up as ZeroGPU requires (inert off ZeroGPU)."""
+    accelerate = spaces.GPU(duration=gpu_seconds)(functools.partial(on_accelerator, model))
+    return Device(accelerate, remote=SpacesConfig.zero_gpu)
 
-    return Device(gpu(run_on_device), gpu(compare_on_device, answers=2),
-                  gpu(sweep_on_device, answers=analysis.SWEEP_BUDGETS), gpu(relevance_on_device))

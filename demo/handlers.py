@@ -13,7 +13,7 @@ from typing import Iterator
 import gradio as gr
 
 from tempo.errors import TempoError
-from tempo.events import AllocationDone, AnswerToken, Finished, SegmentCompressed
+from tempo.events import AllocationDone, AnswerToken, Finished, SegmentCompressed, SegmentRead
 from tempo.render.export import export
 from tempo.render.progress import RunProgress, key_frames
 from tempo.render.report import filmstrip_html
@@ -22,7 +22,8 @@ from tempo.render.timeline import comparison_figure, progress_figure, result_fig
 
 from . import preview
 from .html import comparison_html, segment_html, stats_html, status_html, truth_html
-from .server import Request, Server, refusal, refused
+from .refusals import refusal, refused
+from .server import Request, Server
 from .settings import split_others
 
 SEGMENT_REFRESH_S = 0.25  # timeline redraws while compressing; the first and last segment always show
@@ -66,8 +67,9 @@ def analyze(server: Server, video: object, question: str, *, no_compression: boo
             progress.update(event)
             now = time.perf_counter()
             timeline = {"status": status_html(progress), "timeline": progress_figure(progress, request.evidence)}
-            if isinstance(event, SegmentCompressed):
-                if len(progress.segments) in (1, event.num_segments) or now - shown > SEGMENT_REFRESH_S:
+            if isinstance(event, (SegmentRead, SegmentCompressed)):
+                done = progress.read if isinstance(event, SegmentRead) else len(progress.segments)
+                if done in (1, event.num_segments) or now - shown > SEGMENT_REFRESH_S:
                     shown = now
                     yield timeline
             elif isinstance(event, AllocationDone):

@@ -58,6 +58,9 @@ def status_html(progress: RunProgress, error: str | None = None) -> str:
     done, total = len(progress.segments), progress.num_segments
     if progress.stage == "opening":
         text = "Opening the video…"
+    elif progress.stage == "reading":
+        done = progress.read
+        text = f"Reading the video · segment {done} of {total}, before the GPU is asked for"
     elif progress.stage == "compressing":
         reached = clock(progress.segments[-1].end if done else 0)
         eta = progress.eta()

@@ -1,5 +1,6 @@
 """Serving the page: the process's memory settings, the offline theme, the upload limit, and the model chosen by
-the environment ($TEMPO_MODEL / $TEMPO_BASE: a hub id or a directory; else the embedded Tempo-Tiny)."""
+the environment: $TEMPO_MODEL / $TEMPO_BASE (a hub id or a directory), else the released Tempo-6B on a Hugging Face
+Space with a GPU (ZeroGPU's included), else the embedded Tempo-Tiny."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import os
 from pathlib import Path
 
 import gradio as gr
+import torch
+from spaces.config import Config as SpacesConfig
 
 from tempo.config import Limits
 from tempo.errors import TempoError
@@ -18,6 +21,7 @@ from tempo.render.style import FONTS, MONO_FONTS
 from .layout import build_demo
 
 CSS = Path(__file__).resolve().parent / "app.css"
+SPACE_MODEL = "Vision-CAIR/Tempo-6B"  # what a Space serves unless $TEMPO_MODEL says otherwise
 MALLOC_SETTINGS = {  # environment variable: (mallopt option, value)
     "MALLOC_ARENA_MAX": (-8, 2),  # M_ARENA_MAX
     "MALLOC_MMAP_THRESHOLD_": (-3, 2**20),  # M_MMAP_THRESHOLD: 1 MiB
@@ -58,12 +62,21 @@ def serve(model: TempoModel, limits: Limits | None = None, **kwargs) -> gr.Block
     return demo
 
 
+def load_model() -> TempoModel:
+    """The model the environment names (see the module's docstring), loaded once. On a ZeroGPU Space it lands on
+    `cuda` here, at start-up, as ZeroGPU expects: its CUDA is emulated outside the GPU function."""
+    on_a_space = bool(os.environ.get("SPACE_ID"))  # Hugging Face sets it in every Space
+    with_a_gpu = SpacesConfig.zero_gpu or torch.cuda.is_available()
+    name = os.environ.get("TEMPO_MODEL") or (SPACE_MODEL if on_a_space and with_a_gpu else None)
+    return from_pretrained(name, base=os.environ.get("TEMPO_BASE") or None)
+
+
 def main() -> None:
     """`python app.py`: read the limits, load the model once, serve."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:  # $TEMPO_MAX_QUESTION_CHARS, $TEMPO_MAX_UPLOAD_MB, $TEMPO_MAX_DURATION_MIN; then the model
         limits = Limits.from_env()
-        model = from_pretrained(os.environ.get("TEMPO_MODEL") or None, base=os.environ.get("TEMPO_BASE") or None)
+        model = load_model()
     except TempoError as exc:  # e.g. a malformed limit or no such checkpoint: one line, not a traceback
         raise SystemExit(f"error: {exc}") from None
     serve(model, limits)

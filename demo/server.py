@@ -1,18 +1,18 @@
 """What every request needs, and the work the page and the API share: the model and the limits, the per-video
-cache, which files a visitor may open, the shipped examples and their truth, a request's settings made into a
-RunConfig, and the model's work on it (answer, compare, sweep, one segment)."""
+cache (kept in this process, whatever runs the model), which files a visitor may open, the shipped examples and
+their truth, a request's settings made into a RunConfig, and the work on it: an answer, a comparison and a budget
+sweep (each one trip to the accelerator, which compresses only what the cache does not hold) and one segment (no
+trip at all once the question was asked)."""
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import json
-import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
+from typing import Iterable, Iterator, Mapping
 
-import gradio as gr
 from gradio.utils import get_upload_folder
 
 from tempo import analysis
@@ -22,13 +22,14 @@ from tempo.config import Limits, RunConfig, SamplingConfig
 from tempo.errors import InputError, TempoError
 from tempo.events import Event, Finished
 from tempo.model import TempoModel
+from tempo.pipeline import Answers, Compressed, serve
 from tempo.render.progress import RunProgress
 from tempo.render.report import Truth, write_report
+from tempo.stages import CompressedVideo, checked
 from tempo.synthetic import Question, is_correct
 
 from .device import Device, on_device
 
-log = logging.getLogger("tempo.app")
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES_FILE = ROOT / "examples" / "examples.json"
 CACHE_BYTES = 2 * 1024**3  # decoded frames, vision features and recent compressions kept for follow-ups
@@ -120,7 +121,7 @@ class Server:
         self.examples = load_examples()
         # Files a visitor may name: this server's uploads and the shipped examples, symlinks resolved.
         self.visitor_folders = (uploads, EXAMPLES_FILE.parent.resolve())
-        self.device: Device = on_device(model, self.cache)
+        self.device: Device = on_device(model)
 
     def visitor_video(self, payload: object) -> str:
         """The file a request names, if it is one this server may open: an upload or an example, after resolving
@@ -139,14 +140,15 @@ class Server:
 
     def request(self, video: object, question: str, values: Mapping[str, object],
                 no_compression: bool = False) -> Request:
-        """A request's raw values checked (settings by the table, the file by `visitor_video`) and made a Request;
-        `no_compression` keeps every memory token whatever the strategy says."""
+        """A request's raw values checked (settings by the table, the question, then the file by `visitor_video`)
+        and made a Request; `no_compression` keeps every memory token whatever the strategy says."""
         config = RunConfig(limits=self.limits).with_settings(values, self.model.spec)
         if no_compression:
             config = config.with_settings({"strategy": "off"})
+        config, question = checked(self.model, question, config)
         path = self.visitor_video(video)
         example = next((e for e in self.examples if Path(e.video).name == Path(path).name
-                        and isinstance(question, str) and e.question.strip() == question.strip()), None)
+                        and e.question.strip() == question.strip()), None)
         return Request(path, question, config, example)
 
     def truth(self, request: Request, result: Finished | None = None) -> Truth | None:
@@ -164,8 +166,12 @@ class Server:
 
     # ---------------------------------------------------------------------------------------------- the work
 
-    def run(self, request: Request) -> Iterator[Event]:
-        return self.device.run(request.video, request.question, request.config)
+    def run(self, request: Request, answers: Answers | None = None) -> Iterator[Event | Compressed]:
+        """`request` through the model: its events and its `Compressed`, one answer per config in `answers`
+        (default: the request's own)."""
+        answers = (request.config,) if answers is None else answers
+        return serve(self.model, request.video, request.question, request.config, answers, self.cache,
+                     self.device.accelerate, self.device.remote)
 
     def write_report(self, request: Request, progress: RunProgress, path: str | os.PathLike) -> Path:
         """The finished run as one offline HTML file, with the expected answer for an example."""
@@ -175,45 +181,39 @@ class Server:
     def compare(self, request: Request, others: Mapping[str, object]) -> Comparison:
         """The request's allocation and another (`others`: the compared settings' values) of one compression."""
         other = request.config.with_settings(others, self.model.spec)
-        first, second = self.device.compare(request.video, request.question, request.config, other)
+        first, second = answers(self.run(request, (request.config, other)))
         before, after = [s.tokens for s in first.segments], [s.tokens for s in second.segments]
         return Comparison(first, second, (label(request.config), label(other)),
                           analysis.token_changes(before, after), analysis.most_changed(before, after, MOST_CHANGED))
 
     def sweep(self, request: Request) -> list[Finished]:
-        return self.device.sweep(request.video, request.question, request.config)
+        """The request's strategy at budgets from one token per segment to every memory token, one trip."""
+        k_max = self.model.spec.num_memory_tokens
+
+        def budgets(probed) -> list[RunConfig]:
+            allocation = request.config.allocation
+            return [replace(request.config, allocation=replace(allocation, budget=budget))
+                    for budget in analysis.sweep_budgets(probed.num_segments, k_max)]
+
+        return answers(self.run(request, budgets))
+
+    def compression(self, request: Request) -> CompressedVideo:
+        """The request's compression: from the cache (no trip to the accelerator) once the question was asked."""
+        with contextlib.closing(self.run(request, ())) as items:
+            for item in items:
+                if isinstance(item, Compressed):
+                    return item.video
+        raise TempoError("The compressor ended without a compression.")
 
     def segment(self, request: Request, index: object) -> SegmentLook:
         """Segment `index` (0-based) as this request's run sees it; its frames are decoded again."""
         if isinstance(index, bool) or not isinstance(index, (int, float)) or not float(index).is_integer():
             raise InputError(f"The segment must be a whole number (got {index!r}).")
-        relevance = self.device.relevance(request.video, request.question, request.config)
-        plan = analysis.sampling_plan(request.video, request.config)
-        return analysis.look_at_segment(self.model, request.video, plan, relevance, request.config, int(index))
+        compressed = self.compression(request)
+        return analysis.look_at_segment(self.model, request.video, compressed.plan, compressed.relevance,
+                                        request.config, int(index))
 
 
-# ---------------------------------------------------------------------------------------------- refusals
-
-def refusal(exc: Exception) -> gr.Error:
-    """What the visitor sees: the library's own message for input problems, a short apology for the rest."""
-    if isinstance(exc, TempoError):
-        message = str(exc)
-    elif isinstance(exc, MemoryError) or "out of memory" in str(exc).lower():
-        message = "The server ran out of memory on this video. Try fewer max frames or a smaller budget."
-    else:
-        log.exception("request failed")
-        message = f"Something went wrong while processing this video ({type(exc).__name__}). Please try again."
-    return gr.Error(message, print_exception=False)  # the server log has the traceback where one helps
-
-
-def refused(handler: Callable) -> Callable:
-    """`handler` (a function) with any exception turned into the visitor's message (`refusal`)."""
-    @functools.wraps(handler)
-    def wrapped(*args, **kwargs):
-        try:
-            return handler(*args, **kwargs)
-        except gr.Error:
-            raise
-        except Exception as exc:
-            raise refusal(exc) from None
-    return wrapped
+def answers(items: Iterable[object]) -> list[Finished]:
+    """The `Finished` events of a run, in order."""
+    return [item for item in items if isinstance(item, Finished)]

@@ -13,11 +13,11 @@ import numpy as np
 
 from .cache import VideoCache, default_cache
 from .config import RunConfig
-from .errors import InputError
+from .errors import InputError, TempoError
 from .events import Finished
 from .model import TempoModel
-from .pipeline import (CompressedVideo, StageTimer, allocate_tokens, checked, compress_video, out_of_memory_as_error,
-                       respond)
+from .pipeline import Compressed, serve
+from .stages import CompressedVideo, StageTimer, allocate_tokens, checked, out_of_memory_as_error, respond
 from .video import SamplingPlan, open_video, plan_sampling
 from .video.patches import fit_long_edge
 
@@ -29,12 +29,12 @@ def compression(model: TempoModel, video: str | os.PathLike, question: str, conf
                 cache: VideoCache | None = None) -> CompressedVideo:
     """`question` about `video` through the compressor (or from the cache), without answering."""
     config, question = checked(model, question, config)
-    compressed = CompressedVideo(question)
     cache = default_cache(model) if cache is None else cache
     with out_of_memory_as_error():
-        for _ in compress_video(model, video, config, cache, StageTimer(), compressed):
-            pass  # nobody watches this compression's progress
-    return compressed
+        for item in serve(model, video, question, config, (), cache):
+            if isinstance(item, Compressed):
+                return item.video
+    raise TempoError("The compressor ended without a compression.")
 
 
 def reanswer(model: TempoModel, compressed: CompressedVideo, config: RunConfig) -> Finished:

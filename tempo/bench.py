@@ -34,7 +34,8 @@ from .config import GenerationConfig, RunConfig, SamplingConfig
 from .events import AllocationDone, Finished, SegmentCompressed
 from .model import TempoModel, from_pretrained
 from .video.patches import PatchGeometry, clip_size, frame_size, normalize, patchify, resize_frames
-from .pipeline import CompressedVideo, StageTimer, compress_batch, prepare_segments, probe, respond, run
+from .pipeline import run
+from .stages import CompressedVideo, StageTimer, compress_batch, prepare_segments, probe, respond
 from .video import VideoInfo, long_edge_size, open_video, uniform_plan
 
 log = logging.getLogger(__name__)

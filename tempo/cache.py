@@ -1,6 +1,7 @@
-"""Per-video cache: the work that does not depend on the question, so follow-up questions skip it, and the
-compressor's output for the last few questions, so that trying other allocations (compare, budget sweeps, batch
-jobs that differ only in their settings) skips the compressor too."""
+"""Per-video cache: the work that does not depend on the question (each segment's pixels, or its vision features
+where the model runs in this process), so follow-up questions skip it, and the compressor's output for the last
+few questions, so that trying other allocations (compare, budget sweeps, batch jobs that differ only in their
+settings) skips the compressor too."""
 
 from __future__ import annotations
 
@@ -14,10 +15,24 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from .model.compressor import VisionFeatures
 from .config import SamplingConfig
 from .events import VideoProbed
+from .model.compressor import VisionFeatures
 from .video import SamplingPlan
+
+
+@dataclass
+class PreparedSegment:
+    """One segment's compressor-ready pixels plus what the UI shows for it."""
+
+    index: int
+    pixel_rows: torch.Tensor  # uint8 [patches, C * temporal_patch * patch * patch]
+    grid: tuple[int, int, int]
+    thumbnail: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return self.thumbnail.nbytes + self.pixel_rows.numel() * self.pixel_rows.element_size()
 
 
 @dataclass
@@ -48,9 +63,11 @@ class Compression:
 
 @dataclass
 class VideoEntry:
+    """A video's probe, plan and segments (pixels or vision features), and its recent compressions."""
+
     probed: VideoProbed
     plan: SamplingPlan
-    segments: list[EncodedSegment]
+    segments: list[PreparedSegment | EncodedSegment]
     compressions: OrderedDict[str, Compression] = field(default_factory=OrderedDict)  # by question, least recent first
 
     @property

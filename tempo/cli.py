@@ -18,7 +18,8 @@ from .config import CLI, Limits, RunConfig, settings
 from .errors import TempoError
 from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed, VideoProbed
 from .model import CheckpointSpec
-from .pipeline import check_question, run
+from .pipeline import run
+from .stages import check_question
 from .render import figures as figures_module
 from .render.progress import RunProgress
 from .render.report import write_report

@@ -30,7 +30,8 @@ from .errors import InputError
 from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed
 from .model import TempoModel, from_pretrained
 from .video.patches import normalize
-from .pipeline import StageTimer, compress_batch, encode_segments, prepare_segments, run
+from .pipeline import run
+from .stages import StageTimer, compress_batch, encode_batch, micro_batches, prepare_segments
 from .model.prompts import decoder_prompt_ids, segment_prompt_ids, time_tag
 from .video import open_video, uniform_plan
 
@@ -181,7 +182,8 @@ def check_case(directory: str, name: str, model: TempoModel, report: Report) -> 
     report.exact(name, "svlm_attention_mask", [[1] * len(p) + [0] * (width - len(p)) for p in prompts],
                  tensors["svlm_attention_mask"])
     memories, relevance = [], []
-    for batch in encode_segments(model, segments, 4, timer):
+    for batch in micro_batches(segments, 4):
+        batch = encode_batch(model, batch, timer)
         batch_memories, batch_relevance = compress_batch(model, batch, query, plan, timer)
         memories += list(batch_memories)
         relevance += batch_relevance

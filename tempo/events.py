@@ -24,6 +24,14 @@ class VideoProbed:
 
 
 @dataclass(frozen=True)
+class SegmentRead:
+    """One segment was decoded and preprocessed ahead of the accelerator (only where the model runs elsewhere)."""
+
+    index: int
+    num_segments: int
+
+
+@dataclass(frozen=True)
 class SegmentCompressed:
     """One segment went through the compressor."""
 
@@ -97,4 +105,4 @@ class Finished:
         }
 
 
-Event = VideoProbed | SegmentCompressed | AllocationDone | AnswerToken | Finished
+Event = VideoProbed | SegmentRead | SegmentCompressed | AllocationDone | AnswerToken | Finished

@@ -1,335 +1,177 @@
 """Video + question -> events: probe, compress segment by segment, allocate the budget, stream the answer.
 
-`run` strings the stages together; each stage is a function of its own: `open_source` (the file, its limits, the
-cache), `compress_video` and `compress_segments` (segments through the vision tower and the compressor, or
-replayed from the cache), `allocate_tokens` and `respond` (the budget and the answer).
+`run` is a whole request in one process. It is made of two halves that a server can run apart: `serve`, the
+host's half (the file and its checks, the per-video cache, the pixels), and `execute`, the accelerator's half (the
+vision tower, the compressor, the decoder). They meet in a `Job`, which pickles, and the accelerator hands back
+only CPU data, so the host keeps every compression however the accelerator is reached (`demo.device`).
 """
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import os
 import time
-from collections import OrderedDict, defaultdict
-from dataclasses import dataclass, field
-from functools import partial
-from typing import Iterable, Iterator
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator, Sequence
 
-import numpy as np
-import torch
-
-from .allocation import allocate, check_budget
-from .cache import Compression, EncodedSegment, VideoCache, VideoEntry, VideoKey, default_cache
-from .config import Limits, RunConfig, SamplingConfig
-from .errors import InputError, ResourceError, TempoError
-from .events import AllocationDone, AnswerToken, Event, Finished, SegmentCompressed, SegmentSummary, VideoProbed
+from .allocation import check_budget
+from .cache import Compression, EncodedSegment, PreparedSegment, VideoCache, VideoEntry, default_cache
+from .config import RunConfig
+from .errors import TempoError
+from .events import Event, Finished, SegmentCompressed, SegmentRead, VideoProbed
 from .model import TempoModel
-from .model.prompts import segment_prompt_ids
-from .video import (FrameReader, SamplingPlan, decode_workers, is_long, long_edge_size, open_sparse, open_video,
-                    plan_sampling)
-from .video.patches import PatchGeometry, fit_long_edge, model_frames, normalize, patchify
-from .video.resample import resize
-from .video.stream import segment_stream
+from .stages import (CompressedVideo, Source, StageTimer, check_duration, checked, compress_batch, effective_budget,
+                     encode_batch, micro_batches, open_source, out_of_memory_as_error, prepare_segments, respond)
+from .video import SamplingPlan
 
-THUMBNAIL_EDGE = 320
+log = logging.getLogger(__name__)
 
 
 @dataclass
-class PreparedSegment:
-    """One segment's compressor-ready pixels plus what the UI shows for it."""
-
-    index: int
-    pixel_rows: torch.Tensor  # uint8 [patches, C * temporal_patch * patch * patch]
-    grid: tuple[int, int, int]
-    thumbnail: np.ndarray
-
-
-class StageTimer:
-    """Accumulates time per pipeline stage. Stages overlap when segments stream: decoding and preprocessing run
-    on worker threads (their totals add up the workers' time), while the compressor runs on the caller's."""
-
-    def __init__(self) -> None:
-        self.started = time.perf_counter()
-        self.totals: dict[str, float] = defaultdict(float)
-
-    @contextlib.contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.totals[name] += time.perf_counter() - start
-
-
-def check_question(question: str, max_chars: int) -> str:
-    """Reject what cannot be a question; the text itself is passed on verbatim (it is never markup), except
-    that characters no encoding can carry (lone surrogates from undecodable bytes) become U+FFFD."""
-    if not isinstance(question, str) or not question.strip():
-        raise InputError("Please type a question about the video.")
-    if len(question) > max_chars:
-        raise InputError(f"The question is {len(question):,} characters long; the limit is {max_chars:,}.")
-    return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in question)
-
-
-def _length(seconds: float) -> str:
-    """A video length for messages: hours, minutes or seconds, whichever reads naturally."""
-    if seconds >= 7200:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 60:.1f} min" if seconds >= 120 else f"{seconds:.0f} s"
-
-
-def effective_budget(model: TempoModel, config: RunConfig) -> int:
-    """The visual token budget of a run: the configured one, else the checkpoint's."""
-    budget = config.allocation.budget
-    return model.spec.visual_token_budget if budget is None else budget
-
-
-def prepare_segment(index: int, frames: list[np.ndarray], sampling: SamplingConfig, geometry: PatchGeometry,
-                    timer: StageTimer) -> PreparedSegment:
-    """Decoded frames of one segment -> patch rows, the whole segment at once through the released resize chain
-    (`patches`), plus the middle frame as a thumbnail."""
-    with timer.stage("preprocess"):
-        fitted = fit_long_edge(np.stack(frames), sampling.long_edge)  # [T, H, W, 3]
-        middle = fitted[len(frames) // 2][None]
-        width, height = long_edge_size(middle.shape[2], middle.shape[1], THUMBNAIL_EDGE)
-        rows, grid = patchify(model_frames(fitted, geometry), geometry)
-    return PreparedSegment(index, rows, grid, resize(middle, height, width)[0])
-
-
-def prepare_segments(path: str | os.PathLike, reader: FrameReader, plan: SamplingPlan, sampling: SamplingConfig,
-                     geometry: PatchGeometry, timer: StageTimer) -> Iterator[PreparedSegment]:
-    """Segments in order, decoded and preprocessed on worker threads while the caller compresses earlier ones.
-
-    `reader` (already open) decodes short videos. Long ones are decoded sparsely where the file allows it, by
-    one worker per core, each over a share of the time range."""
-    if is_long(plan) and not plan.keyframes_only:
-        sparse = open_sparse(path)
-        if sparse is not None:
-            reader.close()
-            reader = sparse
-    workers = decode_workers(plan)
-    if reader.shareable:
-        readers = [lambda: reader] * workers
-    else:
-        readers = [lambda: reader] + [partial(open_video, path)] * (workers - 1)
-    prepare = partial(prepare_segment, sampling=sampling, geometry=geometry, timer=timer)
-    return segment_stream(plan, readers, prepare, timer.stage)
-
-
-def encode_segments(model: TempoModel, segments: Iterable[PreparedSegment], micro_batch: int,
-                    timer: StageTimer) -> Iterator[list[EncodedSegment]]:
-    """The vision tower over micro-batches of segments (the question-independent half of compression)."""
-    geometry = model.geometry
-
-    def encode(batch: list[PreparedSegment]) -> list[EncodedSegment]:
-        with timer.stage("vision"), torch.inference_mode():
-            pixel_values = normalize(torch.cat([s.pixel_rows for s in batch]), geometry)
-            vision = model.compressor.encode_vision(pixel_values, [s.grid for s in batch])
-        return [EncodedSegment(s.index, s.thumbnail, v) for s, v in zip(batch, vision)]
-
-    for batch in micro_batches(segments, micro_batch):
-        yield encode(batch)
-
-
-def micro_batches(items: Iterable, size: int) -> Iterator[list]:
-    """Lists of `size` items, except the first, which holds one item: on a long video the first segment's result
-    then shows as soon as its own frames are decoded, not after `size` segments' worth of video."""
-    batch: list = []
-    limit = 1
-    for item in items:
-        batch.append(item)
-        if len(batch) == limit:
-            yield batch
-            batch, limit = [], size
-    if batch:
-        yield batch
-
-
-def compress_batch(model: TempoModel, batch: list[EncodedSegment], question: str, plan: SamplingPlan,
-                   timer: StageTimer) -> tuple[torch.Tensor, list[float]]:
-    """The question-dependent half: memories [B, k_max, d_s] and relevance for a micro-batch of segments."""
-    with timer.stage("compress"), torch.inference_mode():
-        prompts = [segment_prompt_ids(model.compressor_tokenizer, question, plan, s.index, s.vision.grid,
-                                      model.geometry) for s in batch]
-        memories, relevance = model.compressor(prompts, [s.vision for s in batch])
-    return memories, relevance.tolist()
-
-
-@dataclass
-class CompressedVideo:
-    """One (video, question) after the compressor: all the decoder side needs, reusable across allocations. The
-    stages fill it in: `compress_video` the video and plan, `compress_segments` memories and relevance."""
+class Job:
+    """One trip to the accelerator: compress `segments` for `question` (unless `known` is the compression already),
+    then answer once per config in `answers`. Once `segments` is a list, everything in it pickles."""
 
     question: str
-    video: VideoProbed | None = None
-    plan: SamplingPlan | None = None
-    memories: list[torch.Tensor] = field(default_factory=list)  # [k_max, d_s] per segment
-    relevance: list[float] = field(default_factory=list)
+    video: VideoProbed
+    plan: SamplingPlan
+    config: RunConfig  # the run's (sampling, micro-batch)
+    answers: tuple[RunConfig, ...]  # one answer each: an ask has one, a comparison two, a budget sweep six
+    timer: StageTimer
+    segments: Iterable[PreparedSegment | EncodedSegment] = ()
+    known: Compression | None = None
+    keep_vision_bytes: int = 0  # send the vision features back with the compression while they fit in this
 
-
-def probe(reader: FrameReader, sampling: SamplingConfig) -> tuple[VideoProbed, SamplingPlan]:
-    """The sampling plan for this video, and what the UI says about it."""
-    info = reader.info
-    plan = plan_sampling(reader, sampling)
-    probed = VideoProbed(info.path, info.duration, info.native_fps, info.total_frames, info.width, info.height,
-                         len(plan.frame_indices), plan.real_fps, len(plan.segments), info.backend)
-    return probed, plan
+    @property
+    def to_compress(self) -> int:
+        """Segments the accelerator compresses (none when the compression is known)."""
+        return 0 if self.known is not None else self.video.num_segments
 
 
 @dataclass
-class Source:
-    """Where a run's segments come from: the video's cache entry, or a reader that has only probed the file."""
+class Compressed:
+    """The compression of one (video, question), on the CPU, for the host to keep; with the vision features when
+    the job asked for them."""
 
-    key: VideoKey | None  # None: the file cannot be cached (not a regular file)
-    probed: VideoProbed
-    plan: SamplingPlan
-    cached: VideoEntry | None
-    reader: FrameReader | None  # handed to the decoding workers by `compress_segments`, else closed by `close`
-
-    def close(self) -> None:
-        if self.reader is not None:
-            self.reader.close()
-            self.reader = None
+    video: CompressedVideo
+    encoded: list[EncodedSegment] | None = None
 
 
-def open_source(video: str | os.PathLike, config: RunConfig, cache: VideoCache, timer: StageTimer) -> Source:
-    """The file checked against the limits, then found in the cache or opened and probed; nothing is decoded."""
-    limits, sampling = config.limits, config.sampling
-    with timer.stage("open"):
-        if os.path.isfile(video) and os.path.getsize(video) > limits.max_upload_bytes:
-            raise InputError(f"The file is {os.path.getsize(video) / 2**20:,.1f} MB; this server accepts up "
-                             f"to {limits.max_upload_bytes / 2**20:,.1f} MB.")
-        key = cache.key(video, sampling) if os.path.isfile(video) else None
-        cached = cache.get(key) if key else None
-        if cached is not None:
-            return Source(key, cached.probed, cached.plan, cached, None)
-        reader = open_video(video, keyframes_only=sampling.fast_seek, long_edge=sampling.long_edge)
-        try:
-            probed, plan = probe(reader, sampling)
-        except BaseException:
-            reader.close()
-            raise
-        return Source(key, probed, plan, None, reader)
+def execute(model: TempoModel, job: Job) -> Iterator[Event | Compressed]:
+    """The accelerator's half: one `SegmentCompressed` per segment and then `Compressed` (unless the compression
+    is known), then `AllocationDone`, `AnswerToken`s and `Finished` for each answer."""
+    compressed = CompressedVideo(job.question, job.video, job.plan)
+    if job.known is not None:
+        compressed.memories, compressed.relevance = list(job.known.memories), list(job.known.relevance)
+    else:
+        yield from compress_segments(model, job, compressed)
+    for config in job.answers:
+        yield from respond(model, compressed, config, job.timer)
 
 
-def check_duration(probed: VideoProbed, limits: Limits) -> None:
-    """Refuse a video longer than the limit, before any frame is decoded."""
-    if probed.duration > limits.max_duration_s:
-        raise InputError(f"The video lasts {_length(probed.duration)}; this server accepts up to "
-                         f"{_length(limits.max_duration_s)}.")
+def compress_segments(model: TempoModel, job: Job, into: CompressedVideo) -> Iterator[Event | Compressed]:
+    """Every segment of `job` through the vision tower (where it comes as pixels) and the compressor, appended to
+    `into`; the segments' source is closed if it is left early (a decoding stream stops its workers)."""
+    kept: list[EncodedSegment] | None = [] if job.keep_vision_bytes else None
+    started = time.perf_counter()
+    try:
+        for batch in micro_batches(job.segments, job.config.micro_batch):
+            batch = encode_batch(model, batch, job.timer)
+            memories, relevance = compress_batch(model, batch, job.question, job.plan, job.timer)
+            for segment, memory, score in zip(batch, memories, relevance):
+                into.memories.append(memory)
+                into.relevance.append(score)
+                yield SegmentCompressed(segment.index, job.video.num_segments, *job.plan.span(segment.index), score,
+                                        segment.thumbnail)
+            if kept is not None:  # kept only while it could still fit
+                kept += batch
+                if sum(s.nbytes for s in kept) > job.keep_vision_bytes:
+                    kept = None
+    finally:
+        if hasattr(job.segments, "close"):
+            job.segments.close()
+    log.info("compressed %d segments for a question in %.1f s", len(into.memories), time.perf_counter() - started)
+    on_cpu = CompressedVideo(job.question, job.video, job.plan, [m.cpu() for m in into.memories], list(into.relevance))
+    yield Compressed(on_cpu, kept)
 
 
-def compress_video(model: TempoModel, video: str | os.PathLike, config: RunConfig, cache: VideoCache,
-                   timer: StageTimer, into: CompressedVideo) -> Iterator[Event]:
-    """`video` opened, checked and compressed for `into.question`: `VideoProbed`, then one `SegmentCompressed` per
-    segment, with the result in `into`. Every refusal comes before the first segment is decoded."""
+Answers = Sequence[RunConfig] | Callable[[VideoProbed], Sequence[RunConfig]]
+Accelerate = Callable[[Job], Iterable[Event | Compressed]]
+
+
+def serve(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig, answers: Answers,
+          cache: VideoCache, accelerate: Accelerate | None = None, remote: bool = False) -> Iterator[Event | Compressed]:
+    """The host's half of a request (`config` and `question` already checked): `video` opened or found in `cache`
+    and checked, `VideoProbed`, then the job, run by `accelerate` (default: `execute` in this process). `answers`
+    are the allocations to answer under (or a function of the probe giving them). One `Compressed` always comes
+    before the answers, and what it holds is kept in `cache`.
+
+    `remote`: the accelerator is another process. The video is then read here first (a `SegmentRead` each), its
+    pixels are kept in the cache and sent with the job, and no vision features come back."""
+    accelerate = accelerate or (lambda job: execute(model, job))
+    timer = StageTimer()
     source = open_source(video, config, cache, timer)
     try:
         check_duration(source.probed, config.limits)
-        into.video, into.plan = source.probed, source.plan
         yield source.probed
-        check_budget(source.probed.num_segments, effective_budget(model, config), config.allocation.strategy,
-                     config.sampling.segment_frames)
-        yield from compress_segments(model, source, into.question, config, timer, cache, into)
+        chosen = tuple(answers(source.probed) if callable(answers) else answers)
+        for answer in chosen or (config,):
+            check_budget(source.probed.num_segments, effective_budget(model, answer), answer.allocation.strategy,
+                         config.sampling.segment_frames)
+        job = Job(question, source.probed, source.plan, config, chosen, timer)
+        known = cache.compression(source.key, question) if source.cached is not None else None
+        if known is not None:  # asked before: the compression replays from the cache
+            job.known = known
+            for segment, score in zip(source.cached.segments, known.relevance):
+                yield SegmentCompressed(segment.index, source.probed.num_segments, *source.plan.span(segment.index),
+                                        score, segment.thumbnail)
+            yield Compressed(CompressedVideo(question, source.probed, source.plan, list(known.memories),
+                                             list(known.relevance)))
+            if not chosen:
+                return
+        elif source.cached is not None:
+            job.segments = source.cached.segments
+        else:
+            job.segments = prepare_segments(source.probed.path, source.reader, source.plan, config.sampling,
+                                            model.geometry, timer)
+            source.reader = None  # the first decoding worker owns it now
+            if remote:
+                job.segments = yield from read_all(job.segments, source.probed.num_segments)
+                if source.key is not None:
+                    cache.put(source.key, VideoEntry(source.probed, source.plan, job.segments))
+                    source.cached = cache.get(source.key)
+        if not remote and source.cached is None and source.key is not None:
+            job.keep_vision_bytes = cache.max_bytes  # for the cache, when the compression comes back
+        for item in accelerate(job):
+            if isinstance(item, Compressed):
+                keep(cache, source, question, item)
+            yield item
     finally:
         source.close()
 
 
-def compress_segments(model: TempoModel, source: Source, question: str, config: RunConfig, timer: StageTimer,
-                      cache: VideoCache, into: CompressedVideo) -> Iterator[SegmentCompressed]:
-    """Every segment through the compressor (memories and relevance appended to `into`), one `SegmentCompressed`
-    each. The question-independent work (decoding, pixels, vision tower) comes from `cache` when the video was
-    seen and is kept there otherwise; the same question again replays its compression."""
-    known = cache.compression(source.key, question) if source.cached is not None else None
-    if known is not None:  # this question was asked before: only the allocation can differ
-        into.memories += known.memories
-        into.relevance += known.relevance
-        for segment, score in zip(source.cached.segments, known.relevance):
-            yield _compressed_event(source, segment, score)
+def read_all(segments: Iterable[PreparedSegment], total: int) -> Iterator[SegmentRead]:
+    """Decode and preprocess every segment before the accelerator is asked for (a `SegmentRead` each); returns
+    them as a list."""
+    read = []
+    for segment in segments:
+        read.append(segment)
+        yield SegmentRead(segment.index, total)
+    return read
+
+
+def keep(cache: VideoCache, source: Source, question: str, compressed: Compressed) -> None:
+    """A fresh compression into the cache: with its video's vision features when they came back, else beside
+    what the cache holds of the video already."""
+    if source.key is None:
         return
-    if source.cached is None:
-        segments = prepare_segments(source.probed.path, source.reader, source.plan, config.sampling, model.geometry,
-                                    timer)
-        source.reader = None  # the first decoding worker owns it now
-        batches = encode_segments(model, segments, config.micro_batch, timer)
+    compression = Compression(compressed.video.memories, compressed.video.relevance)
+    if compressed.encoded is not None and source.cached is None:
+        cache.put(source.key, VideoEntry(source.probed, source.plan, compressed.encoded,
+                                         OrderedDict({question: compression})))
     else:
-        batches = micro_batches(source.cached.segments, config.micro_batch)
-    encoded: list[EncodedSegment] | None = [] if source.cached is None and source.key is not None else None
-    try:
-        for batch in batches:
-            memories, relevance = compress_batch(model, batch, question, source.plan, timer)
-            for segment, memory, score in zip(batch, memories, relevance):
-                into.memories.append(memory)
-                into.relevance.append(score)
-                yield _compressed_event(source, segment, score)
-            if encoded is not None:  # kept for the cache only while it could still fit there
-                encoded += batch
-                if sum(s.nbytes for s in encoded) > cache.max_bytes:
-                    encoded = None
-    finally:
-        if hasattr(batches, "close"):
-            batches.close()  # stops the decoding workers if we leave early
-    compression = Compression(list(into.memories), list(into.relevance))
-    if encoded is not None:
-        cache.put(source.key, VideoEntry(source.probed, source.plan, encoded, OrderedDict({question: compression})))
-    elif source.cached is not None:
         cache.remember(source.key, question, compression)
-
-
-def _compressed_event(source: Source, segment: EncodedSegment, score: float) -> SegmentCompressed:
-    return SegmentCompressed(segment.index, source.probed.num_segments, *source.plan.span(segment.index), score,
-                             segment.thumbnail)
-
-
-def allocate_tokens(model: TempoModel, relevance: list[float], config: RunConfig) -> list[int]:
-    """Memory tokens kept per segment under `config`'s allocation settings (and budget, or the checkpoint's)."""
-    allocation = config.allocation
-    return allocate(relevance, effective_budget(model, config), allocation.k_min, model.spec.num_memory_tokens,
-                    allocation.strategy, allocation.seed)
-
-
-def respond(model: TempoModel, compressed: CompressedVideo, config: RunConfig,
-            timer: StageTimer) -> Iterator[Event]:
-    """Allocate the budget over the compressed segments and stream the answer: `AllocationDone`,
-    `AnswerToken`s, then `Finished`."""
-    allocation, k_max, budget = config.allocation, model.spec.num_memory_tokens, effective_budget(model, config)
-    with timer.stage("allocate"), torch.inference_mode():
-        tokens = allocate_tokens(model, compressed.relevance, config)
-        embeds, cut = model.decoder_inputs(compressed.memories, tokens, allocation.truncation, compressed.question,
-                                           compressed.plan.tag_times(),
-                                           config.context_length or model.spec.context_length)
-    yield AllocationDone(tokens, budget, sum(tokens), allocation.k_min, k_max, allocation.strategy,
-                         allocation.truncation, cut)
-
-    piece = model.tokenizer.piece_decoder()
-    token_ids = []
-    generated = model.decoder.generate(embeds, config.generation, set(model.spec.stop_ids), model.spec.top_k)
-    while True:
-        with timer.stage("generate"):
-            token = next(generated, None)
-        if token is None:
-            break
-        token_ids.append(token)
-        yield AnswerToken(token, piece(token))
-
-    timings = {stage: round(seconds, 4) for stage, seconds in timer.totals.items()}
-    timings["total"] = round(time.perf_counter() - timer.started, 4)
-    segments = [SegmentSummary(i, *compressed.plan.span(i), score, k)
-                for i, (score, k) in enumerate(zip(compressed.relevance, tokens))]
-    yield Finished(model.tokenizer.decode(token_ids).strip(), token_ids, segments, budget, sum(tokens),
-                   k_max, timings, compressed.video, config.summary(budget))
-
-
-@contextlib.contextmanager
-def out_of_memory_as_error() -> Iterator[None]:
-    """Running out of (GPU) memory becomes a ResourceError the user can act on, and frees what can be freed."""
-    try:
-        yield
-    except (torch.OutOfMemoryError, MemoryError):
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()  # let the next request start from a clean slate
-        raise ResourceError("Out of memory on this video. Lower max frames, the micro-batch or the budget, "
-                            "or use a smaller model.") from None
 
 
 def run(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig | None = None,
@@ -339,17 +181,10 @@ def run(model: TempoModel, video: str | os.PathLike, question: str, config: RunC
     `cache` keeps the question-independent work for follow-up questions (default: one cache per model)."""
     config, question = checked(model, question, config)
     cache = default_cache(model) if cache is None else cache
-    timer, compressed = StageTimer(), CompressedVideo(question)
     with out_of_memory_as_error():
-        yield from compress_video(model, video, config, cache, timer, compressed)
-        yield from respond(model, compressed, config, timer)
-
-
-def checked(model: TempoModel, question: str, config: RunConfig | None) -> tuple[RunConfig, str]:
-    """The run's config (default: the library's) and question, both refused early with a message if unusable."""
-    config = config or RunConfig()
-    config.validate(model.spec)
-    return config, check_question(question, config.limits.max_question_chars)
+        for item in serve(model, video, question, config, (config,), cache):
+            if not isinstance(item, Compressed):
+                yield item
 
 
 def answer(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig | None = None,

@@ -104,7 +104,7 @@ def test_cache_is_bounded_and_least_recently_used_goes_first():
 
 
 def test_the_first_segment_is_compressed_on_its_own():
-    from tempo.pipeline import micro_batches
+    from tempo.stages import micro_batches
 
     assert list(micro_batches(range(10), 4)) == [[0], [1, 2, 3, 4], [5, 6, 7, 8], [9]]
     assert list(micro_batches([], 4)) == [] and list(micro_batches(range(3), 1)) == [[0], [1], [2]]

@@ -8,7 +8,7 @@ import tempo
 from tempo.config import SamplingConfig
 from tempo.errors import VideoError
 from tempo.video.patches import fit_long_edge
-from tempo.pipeline import StageTimer, prepare_segment
+from tempo.stages import StageTimer, prepare_segment
 from tempo.video.stream import segment_stream
 from tempo.video import (KeyframeReader, SparseReader, long_edge_size, open_video, plan_sampling,
                          uniform_plan)

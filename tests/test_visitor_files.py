@@ -7,7 +7,6 @@ check refuses the rest, and stands on its own should Gradio's ever let one throu
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 from pathlib import Path
@@ -21,7 +20,7 @@ from gradio_client.exceptions import AppError
 
 import tempo
 from appserver import ROOT, load_app_model, serve
-from demo import device, html, preview
+from demo import html, preview
 from demo.server import NOT_UPLOADED, Server
 
 QUESTION = "What moves across the screen?"
@@ -53,7 +52,7 @@ def never_opened(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a file that was not uploaded was opened")
 
-    for target in ("tempo.pipeline.open_video", "demo.preview.browser_playable", "demo.preview.make_proxy"):
+    for target in ("tempo.stages.open_video", "demo.preview.browser_playable", "demo.preview.make_proxy"):
         monkeypatch.setattr(target, refuse)
 
 
@@ -183,34 +182,7 @@ def test_an_undecodable_file_has_no_proxy(hostile_media, tmp_path):
         preview.make_proxy(hostile_media["truncated.mp4"], tmp_path)
 
 
-# ------------------------------------------------------------------------------------------------ ZeroGPU, header
-
-def test_off_zerogpu_the_model_runs_in_process(fixture_model, monkeypatch):
-    monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
-    server = Server(fixture_model, tempo.Limits())
-    run = server.device.run
-    assert isinstance(run, functools.partial) and run.func is device.run_on_device  # spaces.GPU: as is
-
-
-def test_on_zerogpu_the_model_runs_under_spaces_gpu_with_a_dynamic_duration(fixture_model, monkeypatch):
-    wrapped = {}
-
-    def gpu(duration=None):
-        def wrap(fn):
-            wrapped[fn.func] = duration
-            return f"ZeroGPU {fn.func.__name__}"
-        return wrap
-
-    monkeypatch.setattr(device.spaces, "GPU", gpu)
-    on = Server(fixture_model, tempo.Limits()).device
-    assert (on.run, on.compare, on.sweep, on.relevance) == (
-        "ZeroGPU run_on_device", "ZeroGPU compare_on_device", "ZeroGPU sweep_on_device", "ZeroGPU relevance_on_device")
-    small, large = (tempo.RunConfig(sampling=tempo.SamplingConfig(max_frames=n)) for n in (64, 1024))
-    run, compare, sweep = (wrapped[fn] for fn in (device.run_on_device, device.compare_on_device,
-                                                  device.sweep_on_device))
-    assert run("v.mp4", "q", small) < run("v.mp4", "q", large)  # more frames reserve more GPU time
-    assert sweep("v.mp4", "q", large) > compare("v.mp4", "q", large, large) > run("v.mp4", "q", large)
-
+# ------------------------------------------------------------------------------------------------ header
 
 def test_the_page_says_what_tempo_tiny_knows(fixture_model):
     tiny = tempo.from_pretrained(device="cpu")

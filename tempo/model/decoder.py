@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Iterator
 
@@ -51,6 +52,10 @@ class GlobalDecoder(nn.Module):
         super().__init__()
         self.lm = Qwen3ForCausalLM(config)
         self.mm_projector = build_projector(projector_type, memory_width, config.hidden_size)
+        # transformers 5.24 renamed the KV-cache argument to `cache` (`past_key_values` goes in 5.40); 5.20.2, the
+        # newest on Python 3.10, only knows the old name.
+        self.cache_argument = "cache" if "cache" in inspect.signature(self.lm.forward).parameters else \
+            "past_key_values"
 
     def embed(self, ids: list[int]) -> torch.Tensor:
         weight = self.lm.get_input_embeddings().weight
@@ -62,15 +67,12 @@ class GlobalDecoder(nn.Module):
         for memory, tag in zip(memories, time_tags):
             if memory.shape[0] == 0:
                 continue
-            projected = self.mm_projector(memory.to(self.mm_projector_dtype))  # [k_i, d]
+            weight = next(self.mm_projector.parameters())  # memories may come back from a cache on the CPU
+            projected = self.mm_projector(memory.to(weight.device, weight.dtype))  # [k_i, d]
             parts += [self.embed(tag).to(projected.dtype), projected]
         if not parts:
             return self.embed([])
         return torch.cat(parts)  # [V, d]
-
-    @property
-    def mm_projector_dtype(self) -> torch.dtype:
-        return next(self.mm_projector.parameters()).dtype
 
     def prompt_embeddings(self, before: list[int], visual: torch.Tensor, after: list[int]) -> torch.Tensor:
         """[S, d] input embeddings: the ChatML text around the visual sequence."""
@@ -79,9 +81,9 @@ class GlobalDecoder(nn.Module):
 
     def prefill(self, embeds: torch.Tensor) -> tuple[torch.Tensor, DynamicCache]:
         """Run the whole prompt once; return the next-token logits and the KV cache."""
-        cache = DynamicCache(config=self.lm.config)
-        output = self.lm(inputs_embeds=embeds[None], past_key_values=cache, use_cache=True, logits_to_keep=1)
-        return output.logits[0, -1], output.past_key_values  # [V], cache
+        cache = DynamicCache(config=self.lm.config)  # filled in place by every forward pass that is given it
+        output = self.lm(inputs_embeds=embeds[None], use_cache=True, logits_to_keep=1, **{self.cache_argument: cache})
+        return output.logits[0, -1], cache  # [V], cache
 
     @torch.inference_mode()
     def generate(self, embeds: torch.Tensor, generation: GenerationConfig, stop_ids: set[int],
@@ -95,5 +97,6 @@ class GlobalDecoder(nn.Module):
             yield token
             if token in stop_ids or step == generation.max_new_tokens - 1:
                 return
-            output = self.lm(input_ids=torch.tensor([[token]], device=device), past_key_values=cache, use_cache=True)
-            logits, cache = output.logits[0, -1], output.past_key_values
+            output = self.lm(input_ids=torch.tensor([[token]], device=device), use_cache=True,
+                             **{self.cache_argument: cache})
+            logits = output.logits[0, -1]

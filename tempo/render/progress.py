@@ -9,7 +9,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..events import AllocationDone, AnswerToken, Event, Finished, SegmentCompressed, SegmentSummary, VideoProbed
+from ..events import (AllocationDone, AnswerToken, Event, Finished, SegmentCompressed, SegmentRead, SegmentSummary,
+                      VideoProbed)
 from .text import span
 
 KEY_FRAMES = 6  # thumbnails of the segments that kept the most tokens, on the page and in reports
@@ -26,10 +27,13 @@ class RunProgress:
     answer: str = ""
     finished: Finished | None = None
     first_segment_at: float | None = None
+    read: int = 0  # segments read ahead of a remote accelerator
 
     def update(self, event: Event) -> None:
         if isinstance(event, VideoProbed):
             self.probed = event
+        elif isinstance(event, SegmentRead):
+            self.read = event.index + 1
         elif isinstance(event, SegmentCompressed):
             if self.first_segment_at is None:
                 self.first_segment_at = time.perf_counter()
@@ -48,6 +52,8 @@ class RunProgress:
             return "done"
         if self.allocation:
             return "answering"
+        if self.read and not self.segments:
+            return "reading"
         return "compressing" if self.probed else "opening"
 
     @property

@@ -1,0 +1,42 @@
+"""What a visitor is told when a request cannot be answered: the library's own message for what they can change,
+a short apology for the rest (the log keeps the traceback)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Callable
+
+import gradio as gr
+
+from tempo.errors import TempoError
+
+log = logging.getLogger("tempo.app")
+
+
+def refusal(exc: Exception) -> gr.Error:
+    """`exc` as the visitor's message. A gr.Error also crosses a ZeroGPU worker's boundary intact, where any other
+    exception arrives as its class name only."""
+    if isinstance(exc, gr.Error):  # a refusal already, e.g. from the GPU worker
+        return exc
+    if isinstance(exc, TempoError):
+        message = str(exc)
+    elif isinstance(exc, MemoryError) or "out of memory" in str(exc).lower():
+        message = "The server ran out of memory on this video. Try fewer max frames or a smaller budget."
+    else:
+        log.exception("request failed")
+        message = f"Something went wrong while processing this video ({type(exc).__name__}). Please try again."
+    return gr.Error(message, print_exception=False)
+
+
+def refused(handler: Callable) -> Callable:
+    """`handler` (a function) with any exception turned into the visitor's message (`refusal`)."""
+    @functools.wraps(handler)
+    def wrapped(*args, **kwargs):
+        try:
+            return handler(*args, **kwargs)
+        except gr.Error:
+            raise
+        except Exception as exc:
+            raise refusal(exc) from None
+    return wrapped
