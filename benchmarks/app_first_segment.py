@@ -51,14 +51,16 @@ def local_app(timeout: float = 300.0) -> Iterator[str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port))
+    log = tempfile.TemporaryFile("w+")  # the app's log: a pipe nobody reads would fill and stop it
     process = subprocess.Popen([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.DEVNULL, stderr=log, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout
         while True:
             if process.poll() is not None:
-                raise SystemExit(f"app.py exited during start-up:\n{process.stderr.read()[-2000:]}")
+                log.seek(0)
+                raise SystemExit(f"app.py exited during start-up:\n{log.read()[-2000:]}")
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 break
@@ -70,6 +72,7 @@ def local_app(timeout: float = 300.0) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(timeout=30)
+        log.close()
 
 
 def has_segment(endpoint: str, output) -> bool:

@@ -25,8 +25,9 @@ from tempo.cache import Compression  # noqa: E402
 from tempo.config import RunConfig, SamplingConfig  # noqa: E402
 from tempo.events import VideoProbed  # noqa: E402
 from tempo.pipeline import Job  # noqa: E402
-from tempo.stages import StageTimer, probe  # noqa: E402
+from tempo.timing import StageTimer  # noqa: E402
 from tempo.video import open_video, segment_ranges  # noqa: E402
+from tempo.video.segments import video_plan  # noqa: E402
 
 LENGTHS = {"2 min": 120, "10 min": 600, "1 h": 3600}
 SHORT_ANSWER = 30  # tokens
@@ -63,7 +64,7 @@ def main() -> int:
     for video in sorted({example["video"] for example in examples}):
         reader = open_video(ROOT / "examples" / video)
         try:
-            probed, plan = probe(reader, SamplingConfig())
+            probed, plan = video_plan(reader, SamplingConfig())
         finally:
             reader.close()
         rows[f"{video} ({probed.num_segments} segments)"] = reservations(probed, plan)

@@ -19,6 +19,7 @@ from tempo.render.progress import RunProgress, key_frames
 from tempo.render.report import filmstrip_html
 from tempo.render.text import answer_text, clock
 from tempo.render.timeline import comparison_figure, progress_figure, result_figure, sweep_figure
+from tempo.video import probe as headers
 
 from . import preview
 from .html import comparison_html, segment_html, stats_html, status_html, truth_html
@@ -41,6 +42,11 @@ def show_preview(server: Server, upload: object) -> Iterator[Updates]:
         video = server.visitor_video(upload)
     except TempoError as exc:
         raise refusal(exc) from None
+    try:  # nothing is opened for a preview that the analysis would refuse: the analysis says why
+        headers.check(headers.probe(video), server.limits)
+    except TempoError:
+        yield {"preview": None}
+        return
     if preview.browser_playable(video):
         yield {"preview": video}
         return

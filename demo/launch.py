@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import gradio as gr
@@ -17,6 +18,7 @@ from tempo.config import Limits
 from tempo.errors import TempoError
 from tempo.model import TempoModel, from_pretrained
 from tempo.render.style import FONTS, MONO_FONTS
+from tempo.video import sandbox
 
 from .layout import build_demo
 
@@ -53,10 +55,12 @@ def theme() -> gr.themes.Theme:
 
 def serve(model: TempoModel, limits: Limits | None = None, **kwargs) -> gr.Blocks:
     """Build the page around `model` and serve it with the offline theme and the upload limit (`limits` default:
-    from the environment); kwargs go to `Blocks.launch`. Returns the running page."""
+    from the environment; videos are always decoded in killable child processes); kwargs go to `Blocks.launch`.
+    Returns the running page."""
     tune_malloc()  # before Gradio starts its worker threads
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    limits = limits or Limits.from_env()
+    limits = replace(limits or Limits.from_env(), isolate_decoding=True)  # no visitor's file can take it down
+    sandbox.warm_up()  # the decoding processes' fork server, started before the first request needs it
     demo = build_demo(model, limits)
     demo.launch(theme=theme(), css_paths=[CSS], max_file_size=limits.max_upload_bytes, **kwargs)
     return demo

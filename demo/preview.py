@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 import subprocess
 from pathlib import Path
 
@@ -25,6 +26,7 @@ PLAYABLE_PIXELS = {"yuv420p", "yuvj420p"}  # 10-bit and 4:4:4 H.264 do not play 
 PROXY_EDGE = 480  # long edge of the proxy, in pixels
 FULL_MOTION_MAX_S = 300.0  # longer videos get a key-frame proxy: decoding every frame of an hour takes minutes
 PROXY_TIMEOUT_S = 900
+PROXY_MEMORY_BYTES = 2 * 1024**3  # ffmpeg's data memory for a proxy
 
 
 def browser_playable(path: str | os.PathLike) -> bool:
@@ -53,7 +55,7 @@ def proxy_size(width: int, height: int, edge: int = PROXY_EDGE) -> tuple[int, in
 
 def make_proxy(path: str | os.PathLike, directory: str | os.PathLike) -> Path:
     """Transcode `path` into `directory`/preview.mp4 (H.264, AAC) at low priority, so a running analysis keeps the
-    CPU; raises VideoError when ffmpeg cannot read it."""
+    CPU, and with bounded memory; raises VideoError when ffmpeg cannot read it."""
     import av
     import imageio_ffmpeg
 
@@ -77,12 +79,14 @@ def make_proxy(path: str | os.PathLike, directory: str | os.PathLike) -> Path:
     command += ["-map", "0:a:0?", "-c:a", "aac", "-b:a", "96k"] if full_motion else ["-an", "-fps_mode", "vfr"]
     command.append(os.fspath(target))
     result = subprocess.run(command, capture_output=True, text=True, timeout=PROXY_TIMEOUT_S,
-                            preexec_fn=_lower_priority if os.name == "posix" else None)
+                            preexec_fn=_bounded if os.name == "posix" else None)
     if result.returncode != 0 or not target.is_file():
         log.info("preview of %s failed: %s", path, result.stderr[-500:])
         raise unreadable
     return target
 
 
-def _lower_priority() -> None:
+def _bounded() -> None:
+    """The proxy's ffmpeg at low priority, so that a running analysis keeps the CPU, and with bounded memory."""
     os.nice(10)
+    resource.setrlimit(resource.RLIMIT_DATA, (PROXY_MEMORY_BYTES, PROXY_MEMORY_BYTES))

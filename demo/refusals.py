@@ -21,6 +21,7 @@ def refusal(exc: Exception) -> gr.Error:
         return exc
     if isinstance(exc, TempoError):
         message = str(exc)
+        log.info("refused: %s", message)
     elif isinstance(exc, MemoryError) or "out of memory" in str(exc).lower():
         message = "The server ran out of memory on this video. Try fewer max frames or a smaller budget."
     else:

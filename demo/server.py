@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES_FILE = ROOT / "examples" / "examples.json"
 CACHE_BYTES = 2 * 1024**3  # decoded frames, vision features and recent compressions kept for follow-ups
 MOST_CHANGED = 5
-NOT_UPLOADED = ("This server only analyses videos uploaded to it (or its examples): please upload the file "
-                "through the page or the API's file upload.")
+NOT_UPLOADED = ("This server only analyses videos uploaded to it: please upload the file through the page or the "
+                "API's file upload.")
 
 
 class UploadCache(VideoCache):

@@ -12,12 +12,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .cache import VideoCache, default_cache
-from .config import RunConfig
+from .config import Limits, RunConfig
 from .errors import InputError, TempoError
 from .events import Finished
 from .model import TempoModel
 from .pipeline import Compressed, serve
-from .stages import CompressedVideo, StageTimer, allocate_tokens, checked, out_of_memory_as_error, respond
+from .stages import CompressedVideo, allocate_tokens, checked, out_of_memory_as_error, respond
+from .timing import StageTimer
 from .video import SamplingPlan, open_video, plan_sampling
 from .video.patches import fit_long_edge
 
@@ -115,7 +116,7 @@ def look_at_segment(model: TempoModel, video: str | os.PathLike, plan: SamplingP
     if not 0 <= index < len(relevance):
         raise InputError(f"This video has segments 0 to {len(relevance) - 1} (got {index}).")
     tokens = allocate_tokens(model, relevance, config)
-    shown = segment_frames(video, plan, index)
+    shown = segment_frames(video, plan, index, limits=config.limits)
     return SegmentLook(index, *plan.span(index), relevance[index], relevance_ranks(relevance)[index],
                        len(relevance), tokens[index], shown.frames, shown.times)
 
@@ -129,13 +130,16 @@ class SegmentFrames:
     times: list[float]
 
 
-def segment_frames(video: str | os.PathLike, plan: SamplingPlan, index: int,
-                   long_edge: int = SEGMENT_FRAME_EDGE) -> SegmentFrames:
-    """Decode the frames `plan` sampled for segment `index` (fast seek plans read key frames)."""
+def segment_frames(video: str | os.PathLike, plan: SamplingPlan, index: int, long_edge: int = SEGMENT_FRAME_EDGE,
+                   limits: Limits = Limits()) -> SegmentFrames:
+    """Decode the frames `plan` sampled for segment `index` (fast seek plans read key frames). Where `limits`
+    isolate decoding, the file already went through PyAV in a child process; PyAV alone reads it here, the same
+    way, not decord."""
     if not 0 <= index < len(plan.segments):
         raise IndexError(f"segment {index} is outside 0..{len(plan.segments) - 1}")
     window = plan.segments[index]
-    reader = open_video(video, keyframes_only=plan.keyframes_only, long_edge=long_edge)
+    reader = open_video(video, keyframes_only=plan.keyframes_only, long_edge=long_edge,
+                        decord=not limits.isolate_decoding, max_pixels=limits.max_frame_pixels)
     try:
         decoded = list(reader.read([plan.frame_indices[i] for i in window]))
     finally:

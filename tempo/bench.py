@@ -4,7 +4,8 @@ Both modes run in this process on the same videos (generated once with the ffmpe
 kept under $TEMPO_CACHE/bench). The reference mode follows the released pipeline: every sampled frame decoded at
 full size in one batch, resized one by one, each segment preprocessed on its own, then all segments through the
 compressor in a single batch. Ours streams: decoding, preprocessing and compression overlap, frames are reduced
-as they are decoded, and the question-independent work is cached for follow-up questions.
+as they are decoded, and the question-independent work is cached for follow-up questions. Ours is also measured
+decoding in a child process, as the app does (`Limits.isolate_decoding`), beside decoding in this one.
 """
 
 from __future__ import annotations
@@ -30,13 +31,15 @@ from PIL import Image
 
 from .cache import EncodedSegment, VideoCache
 from .model.compressor import LocalCompressor
-from .config import GenerationConfig, RunConfig, SamplingConfig
+from .config import GenerationConfig, Limits, RunConfig, SamplingConfig
 from .events import AllocationDone, Finished, SegmentCompressed
 from .model import TempoModel, from_pretrained
 from .video.patches import PatchGeometry, clip_size, frame_size, normalize, patchify, resize_frames
 from .pipeline import run
-from .stages import CompressedVideo, StageTimer, compress_batch, prepare_segments, probe, respond
-from .video import VideoInfo, long_edge_size, open_video, uniform_plan
+from .stages import CompressedVideo, compress_batch, open_decoder, respond
+from .timing import StageTimer
+from .video import VideoInfo, long_edge_size, open_video, sandbox, uniform_plan
+from .video.segments import video_plan
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +164,7 @@ def reference_answer(model: TempoModel, path: str, question: str, config: RunCon
     segments = [EncodedSegment(i, NO_THUMBNAIL, features) for i, features in enumerate(vision)]
     memories, relevance = compress_batch(model, segments, question, plan, StageTimer())
     first_result = time.perf_counter() - started
-    probed, _ = probe(open_video(path), config.sampling)
+    probed, _ = video_plan(open_video(path), config.sampling)
     compressed = CompressedVideo(question, probed, plan, list(memories), relevance)
     finished = list(respond(model, compressed, config, StageTimer()))[-1]
     return {"first_segment_s": first_result, "total_s": time.perf_counter() - started, "answer": finished.answer,
@@ -170,11 +173,13 @@ def reference_answer(model: TempoModel, path: str, question: str, config: RunCon
 
 # ------------------------------------------------------------------------------------------------ ours
 
-def ours_tensors(path: str, sampling: SamplingConfig, geometry: PatchGeometry) -> int:
+def ours_tensors(path: str, config: RunConfig, geometry: PatchGeometry) -> int:
     """Our file -> compressor-ready tensors: the streamed segments, drained (count returned)."""
-    reader = open_video(path, keyframes_only=sampling.fast_seek, long_edge=sampling.long_edge)
-    _, plan = probe(reader, sampling)
-    return sum(1 for _ in prepare_segments(path, reader, plan, sampling, geometry, StageTimer()))
+    decoder = open_decoder(path, config, geometry, StageTimer())
+    try:
+        return sum(1 for _ in decoder.segments())
+    finally:
+        decoder.close()
 
 
 def ours_answer(model: TempoModel, path: str, question: str, config: RunConfig, cache: VideoCache) -> dict:
@@ -204,12 +209,16 @@ def compressor_peak(model: TempoModel, path: str, max_frames: int, memory: PeakM
 def bench_video(model: TempoModel, path: str, memory: PeakMemory) -> dict:
     """Every figure for one video, ours and the reference's, measured one after the other."""
     config = RunConfig(generation=GenerationConfig(max_new_tokens=16))
+    isolated = replace(config, limits=replace(config.limits, isolate_decoding=True))
     sampling, geometry = config.sampling, model.geometry
     figures: dict = {"video": path}
 
     with memory.measure(), stopwatch() as clock:
-        segments = ours_tensors(path, sampling, geometry)
+        segments = ours_tensors(path, config, geometry)
     figures["ours"] = {"tensors_s": clock["s"], "tensors_peak_mb": memory.peak / 2**20}
+    with stopwatch() as clock:
+        ours_tensors(path, isolated, geometry)
+    figures["isolated"] = {"tensors_s": clock["s"]}
     with memory.measure(), stopwatch() as clock:
         reference = reference_tensors(path, sampling, geometry)
     figures["reference"] = {"tensors_s": clock["s"], "tensors_peak_mb": memory.peak / 2**20}
@@ -218,6 +227,7 @@ def bench_video(model: TempoModel, path: str, memory: PeakMemory) -> dict:
 
     cache = VideoCache()
     figures["ours"]["first"] = ours_answer(model, path, QUESTION, config, cache)
+    figures["isolated"]["first"] = ours_answer(model, path, QUESTION, isolated, VideoCache())
     figures["ours"]["follow_up"] = ours_answer(model, path, FOLLOW_UP, config, cache)
     figures["ours"]["follow_up_uncached"] = ours_answer(model, path, FOLLOW_UP, config, VideoCache())
     figures["reference"]["first"] = reference_answer(model, path, QUESTION, config)
@@ -288,6 +298,8 @@ def ratios(figures: dict) -> dict:
         "followup_speedup": ours["follow_up_uncached"]["total_s"] / ours["follow_up"]["total_s"],
         "fast_seek_speedup": ours["first"]["total_s"] / ours["fast_seek"]["total_s"],
         "memory_128_vs_16": peaks[128] / max(peaks[16], 1e-9),
+        "isolated_preprocess_cost": figures["isolated"]["tensors_s"] / ours["tensors_s"],
+        "isolated_first_segment_cost": figures["isolated"]["first"]["first_segment_s"] / ours["first"]["first_segment_s"],
     }
 
 
@@ -308,6 +320,10 @@ def table(name: str, figures: dict) -> str:
     ]
     lines = [f"{name}: {figures['segments']} segments", f"| {'':40} | reference | ours | ratio |", "|---|---|---|---|"]
     lines += [f"| {label:40} | {a:9.2f} | {b:7.2f} | {ratio:5.1f}x |" for label, a, b, ratio in rows]
+    isolated = figures["isolated"]
+    lines.append(f"decoding in a child process, as the app does: file -> tensors {isolated['tensors_s']:.2f} s "
+                 f"({r['isolated_preprocess_cost']:.2f}x in-process), first segment result "
+                 f"{isolated['first']['first_segment_s']:.2f} s ({r['isolated_first_segment_cost']:.2f}x)")
     peaks = ours["compressor_peak_mb"]
     lines.append(f"compressor peak memory: {peaks[16]:.0f} MB at 16 segments, {peaks[128]:.0f} MB at 128 "
                  f"({r['memory_128_vs_16']:.2f}x)")
@@ -328,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     model = from_pretrained(args.model, base=args.base, device=args.device)
+    sandbox.warm_up()  # the decoding processes' fork server starts once, as the app's does at start-up
     memory = PeakMemory(model.device)
     cache = os.path.join(os.environ.get("TEMPO_CACHE", os.path.expanduser("~/.cache/tempo")), "bench")
     if args.video:

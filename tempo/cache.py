@@ -19,20 +19,7 @@ from .config import SamplingConfig
 from .events import VideoProbed
 from .model.compressor import VisionFeatures
 from .video import SamplingPlan
-
-
-@dataclass
-class PreparedSegment:
-    """One segment's compressor-ready pixels plus what the UI shows for it."""
-
-    index: int
-    pixel_rows: torch.Tensor  # uint8 [patches, C * temporal_patch * patch * patch]
-    grid: tuple[int, int, int]
-    thumbnail: np.ndarray
-
-    @property
-    def nbytes(self) -> int:
-        return self.thumbnail.nbytes + self.pixel_rows.numel() * self.pixel_rows.element_size()
+from .video.segments import PreparedSegment
 
 
 @dataclass

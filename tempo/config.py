@@ -63,10 +63,15 @@ class Limits:
     max_question_chars: int = 2000
     max_upload_bytes: int = 2 * 1024**3
     max_duration_s: float = 4 * 3600.0
+    max_frame_pixels: int = 7680 * 4320  # 8K: what any header claims, and what any decoded frame is
+    isolate_decoding: bool = False  # decode in a child process the server can kill (servers turn it on)
+    decode_memory_bytes: int = 4 * 1024**3  # that process's data memory
+    decode_stall_s: float = 60.0  # that process is stopped when nothing comes out of it for this long
 
     @classmethod
     def from_env(cls) -> "Limits":
-        """$TEMPO_MAX_QUESTION_CHARS, $TEMPO_MAX_UPLOAD_MB and $TEMPO_MAX_DURATION_MIN override the defaults."""
+        """$TEMPO_MAX_QUESTION_CHARS, $TEMPO_MAX_UPLOAD_MB, $TEMPO_MAX_DURATION_MIN, $TEMPO_MAX_FRAME_MEGAPIXELS,
+        $TEMPO_DECODE_MEMORY_MB and $TEMPO_DECODE_STALL_S override the defaults."""
         default = cls()
 
         def positive(name: str, fallback: float) -> float:
@@ -85,6 +90,9 @@ class Limits:
             max_question_chars=int(positive("TEMPO_MAX_QUESTION_CHARS", default.max_question_chars)),
             max_upload_bytes=int(positive("TEMPO_MAX_UPLOAD_MB", default.max_upload_bytes / 2**20) * 2**20),
             max_duration_s=positive("TEMPO_MAX_DURATION_MIN", default.max_duration_s / 60) * 60,
+            max_frame_pixels=int(positive("TEMPO_MAX_FRAME_MEGAPIXELS", default.max_frame_pixels / 1e6) * 1e6),
+            decode_memory_bytes=int(positive("TEMPO_DECODE_MEMORY_MB", default.decode_memory_bytes / 2**20) * 2**20),
+            decode_stall_s=positive("TEMPO_DECODE_STALL_S", default.decode_stall_s),
         )
 
 

@@ -31,7 +31,9 @@ from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed
 from .model import TempoModel, from_pretrained
 from .video.patches import normalize
 from .pipeline import run
-from .stages import StageTimer, compress_batch, encode_batch, micro_batches, prepare_segments
+from .stages import compress_batch, encode_batch, micro_batches
+from .timing import StageTimer
+from .video.segments import prepare_segments
 from .model.prompts import decoder_prompt_ids, segment_prompt_ids, time_tag
 from .video import open_video, uniform_plan
 

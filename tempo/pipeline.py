@@ -16,14 +16,16 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
 
 from .allocation import check_budget
-from .cache import Compression, EncodedSegment, PreparedSegment, VideoCache, VideoEntry, default_cache
+from .cache import Compression, EncodedSegment, VideoCache, VideoEntry, default_cache
 from .config import RunConfig
 from .errors import TempoError
 from .events import Event, Finished, SegmentCompressed, SegmentRead, VideoProbed
 from .model import TempoModel
-from .stages import (CompressedVideo, Source, StageTimer, check_duration, checked, compress_batch, effective_budget,
-                     encode_batch, micro_batches, open_source, out_of_memory_as_error, prepare_segments, respond)
+from .stages import (CompressedVideo, Source, check_duration, checked, compress_batch, effective_budget, encode_batch,
+                     micro_batches, open_source, out_of_memory_as_error, respond)
+from .timing import StageTimer
 from .video import SamplingPlan
+from .video.segments import PreparedSegment
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +113,7 @@ def serve(model: TempoModel, video: str | os.PathLike, question: str, config: Ru
     pixels are kept in the cache and sent with the job, and no vision features come back."""
     accelerate = accelerate or (lambda job: execute(model, job))
     timer = StageTimer()
-    source = open_source(video, config, cache, timer)
+    source = open_source(video, config, cache, model.geometry, timer)
     try:
         check_duration(source.probed, config.limits)
         yield source.probed
@@ -133,9 +135,7 @@ def serve(model: TempoModel, video: str | os.PathLike, question: str, config: Ru
         elif source.cached is not None:
             job.segments = source.cached.segments
         else:
-            job.segments = prepare_segments(source.probed.path, source.reader, source.plan, config.sampling,
-                                            model.geometry, timer)
-            source.reader = None  # the first decoding worker owns it now
+            job.segments, source.decoder = source.decoder.segments(), None  # the segments close the decoder now
             if remote:
                 job.segments = yield from read_all(job.segments, source.probed.num_segments)
                 if source.key is not None:

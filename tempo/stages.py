@@ -1,51 +1,31 @@
-"""The pipeline's stages, each a function of its own: open and probe the file (or find it in the cache) and check it
-against the limits; decode and preprocess segments on worker threads (`prepare_segments`); the vision tower and the
-compressor over micro-batches; the allocation and the answer (`respond`). `pipeline` strings them together."""
+"""The pipeline's stages, each a function of its own: find the video in the cache or open a decoder on it (its
+headers checked against the limits first, `video.segments`); the vision tower and the compressor over
+micro-batches; the allocation and the answer (`respond`). `pipeline` strings them together."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import time
-from collections import defaultdict
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Iterable, Iterator
 
-import numpy as np
 import torch
 
 from .allocation import allocate
-from .cache import EncodedSegment, PreparedSegment, VideoCache, VideoEntry, VideoKey
-from .config import Limits, RunConfig, SamplingConfig
-from .errors import InputError, ResourceError
+from .cache import EncodedSegment, VideoCache, VideoEntry, VideoKey
+from .config import Limits, RunConfig
+from .errors import InputError, ResourceError, VideoError
 from .events import AllocationDone, AnswerToken, Event, Finished, SegmentSummary, VideoProbed
 from .model import TempoModel
 from .model.prompts import segment_prompt_ids
-from .video import (FrameReader, SamplingPlan, decode_workers, is_long, long_edge_size, open_sparse, open_video,
-                    plan_sampling)
-from .video.patches import PatchGeometry, fit_long_edge, model_frames, normalize, patchify
-from .video.resample import resize
-from .video.stream import segment_stream
-
-THUMBNAIL_EDGE = 320
-
-
-class StageTimer:
-    """Accumulates time per pipeline stage. Stages overlap when segments stream: decoding and preprocessing run
-    on worker threads (their totals add up the workers' time), while the compressor runs on the caller's."""
-
-    def __init__(self) -> None:
-        self.started = time.perf_counter()
-        self.totals: dict[str, float] = defaultdict(float)
-
-    @contextlib.contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.totals[name] += time.perf_counter() - start
+from .timing import StageTimer
+from .video import SamplingPlan
+from .video import probe as headers
+from .video.patches import PatchGeometry, normalize
+from .video.probe import length
+from .video.sandbox import SandboxedDecoder
+from .video.segments import Decoder, LocalDecoder, PreparedSegment
 
 
 def check_question(question: str, max_chars: int) -> str:
@@ -58,49 +38,10 @@ def check_question(question: str, max_chars: int) -> str:
     return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in question)
 
 
-def _length(seconds: float) -> str:
-    """A video length for messages: hours, minutes or seconds, whichever reads naturally."""
-    if seconds >= 7200:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 60:.1f} min" if seconds >= 120 else f"{seconds:.0f} s"
-
-
 def effective_budget(model: TempoModel, config: RunConfig) -> int:
     """The visual token budget of a run: the configured one, else the checkpoint's."""
     budget = config.allocation.budget
     return model.spec.visual_token_budget if budget is None else budget
-
-
-def prepare_segment(index: int, frames: list[np.ndarray], sampling: SamplingConfig, geometry: PatchGeometry,
-                    timer: StageTimer) -> PreparedSegment:
-    """Decoded frames of one segment -> patch rows, the whole segment at once through the released resize chain
-    (`patches`), plus the middle frame as a thumbnail."""
-    with timer.stage("preprocess"):
-        fitted = fit_long_edge(np.stack(frames), sampling.long_edge)  # [T, H, W, 3]
-        middle = fitted[len(frames) // 2][None]
-        width, height = long_edge_size(middle.shape[2], middle.shape[1], THUMBNAIL_EDGE)
-        rows, grid = patchify(model_frames(fitted, geometry), geometry)
-    return PreparedSegment(index, rows, grid, resize(middle, height, width)[0])
-
-
-def prepare_segments(path: str | os.PathLike, reader: FrameReader, plan: SamplingPlan, sampling: SamplingConfig,
-                     geometry: PatchGeometry, timer: StageTimer) -> Iterator[PreparedSegment]:
-    """Segments in order, decoded and preprocessed on worker threads while the caller compresses earlier ones.
-
-    `reader` (already open) decodes short videos. Long ones are decoded sparsely where the file allows it, by
-    one worker per core, each over a share of the time range."""
-    if is_long(plan) and not plan.keyframes_only:
-        sparse = open_sparse(path)
-        if sparse is not None:
-            reader.close()
-            reader = sparse
-    workers = decode_workers(plan)
-    if reader.shareable:
-        readers = [lambda: reader] * workers
-    else:
-        readers = [lambda: reader] + [partial(open_video, path)] * (workers - 1)
-    prepare = partial(prepare_segment, sampling=sampling, geometry=geometry, timer=timer)
-    return segment_stream(plan, readers, prepare, timer.stage)
 
 
 def micro_batches(items: Iterable, size: int) -> Iterator[list]:
@@ -152,56 +93,55 @@ class CompressedVideo:
     relevance: list[float] = field(default_factory=list)
 
 
-def probe(reader: FrameReader, sampling: SamplingConfig) -> tuple[VideoProbed, SamplingPlan]:
-    """The sampling plan for this video, and what the UI says about it."""
-    info = reader.info
-    plan = plan_sampling(reader, sampling)
-    probed = VideoProbed(info.path, info.duration, info.native_fps, info.total_frames, info.width, info.height,
-                         len(plan.frame_indices), plan.real_fps, len(plan.segments), info.backend)
-    return probed, plan
-
-
 @dataclass
 class Source:
-    """Where a run's segments come from: the video's cache entry, or a reader that has only probed the file."""
+    """Where a run's segments come from: the video's cache entry, or a decoder that has opened the file."""
 
     key: VideoKey | None  # None: the file cannot be cached (not a regular file)
     probed: VideoProbed
     plan: SamplingPlan
     cached: VideoEntry | None
-    reader: FrameReader | None  # handed to the decoding workers when they start, else closed by `close`
+    decoder: Decoder | None  # its segments are taken once; closed by `close` if they never are
 
     def close(self) -> None:
-        if self.reader is not None:
-            self.reader.close()
-            self.reader = None
+        if self.decoder is not None:
+            self.decoder.close()
+            self.decoder = None
 
 
-def open_source(video: str | os.PathLike, config: RunConfig, cache: VideoCache, timer: StageTimer) -> Source:
-    """The file checked against the limits, then found in the cache or opened and probed; nothing is decoded."""
+def open_source(video: str | os.PathLike, config: RunConfig, cache: VideoCache, geometry: PatchGeometry,
+                timer: StageTimer) -> Source:
+    """The file checked against the limits, then found in the cache or opened by a decoder; nothing is decoded."""
     limits, sampling = config.limits, config.sampling
-    with timer.stage("open"):
-        if os.path.isfile(video) and os.path.getsize(video) > limits.max_upload_bytes:
-            raise InputError(f"The file is {os.path.getsize(video) / 2**20:,.1f} MB; this server accepts up "
-                             f"to {limits.max_upload_bytes / 2**20:,.1f} MB.")
-        key = cache.key(video, sampling) if os.path.isfile(video) else None
-        cached = cache.get(key) if key else None
-        if cached is not None:
-            return Source(key, cached.probed, cached.plan, cached, None)
-        reader = open_video(video, keyframes_only=sampling.fast_seek, long_edge=sampling.long_edge)
-        try:
-            probed, plan = probe(reader, sampling)
-        except BaseException:
-            reader.close()
-            raise
-        return Source(key, probed, plan, None, reader)
+    if os.path.isfile(video) and os.path.getsize(video) > limits.max_upload_bytes:
+        raise InputError(f"The file is {os.path.getsize(video) / 2**20:,.1f} MB; this server accepts up "
+                         f"to {limits.max_upload_bytes / 2**20:,.1f} MB.")
+    key = cache.key(video, sampling) if os.path.isfile(video) else None
+    cached = cache.get(key) if key else None
+    if cached is not None:
+        return Source(key, cached.probed, cached.plan, cached, None)
+    decoder = open_decoder(video, config, geometry, timer)
+    return Source(key, decoder.probed, decoder.plan, None, decoder)
+
+
+def open_decoder(video: str | os.PathLike, config: RunConfig, geometry: PatchGeometry, timer: StageTimer) -> Decoder:
+    """`video`'s headers read and checked against the limits (nothing decoded yet), then the file opened by a
+    decoder: in a child process where `limits.isolate_decoding` says so (servers), else in this one."""
+    limits = config.limits
+    if not os.path.exists(video):
+        raise VideoError(f"Video file not found: {os.fspath(video)}")
+    if os.path.isfile(video) and os.path.getsize(video) > 0:  # the decoders name the other cases precisely
+        with timer.stage("open"):
+            headers.check(headers.probe(video), limits)
+    decoder = SandboxedDecoder if limits.isolate_decoding else LocalDecoder
+    return decoder(video, config.sampling, geometry, limits, timer)
 
 
 def check_duration(probed: VideoProbed, limits: Limits) -> None:
     """Refuse a video longer than the limit, before any frame is decoded."""
     if probed.duration > limits.max_duration_s:
-        raise InputError(f"The video lasts {_length(probed.duration)}; this server accepts up to "
-                         f"{_length(limits.max_duration_s)}.")
+        raise InputError(f"The video lasts {length(probed.duration)}; this server accepts up to "
+                         f"{length(limits.max_duration_s)}.")
 
 
 def allocate_tokens(model: TempoModel, relevance: list[float], config: RunConfig) -> list[int]:

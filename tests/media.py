@@ -40,6 +40,17 @@ def _truncated(path: Path, keep: float, faststart: bool) -> None:
     full.unlink()
 
 
+def _damaged_mjpeg(path: Path) -> None:
+    """20 s of Motion JPEG at 4 fps whose frames from 14 s on are overwritten with noise: decoding fails part-way
+    (a JPEG decoder stops on a broken frame; an H.264 one would conceal it)."""
+    testsrc(path, "64x48", "4", 20, ["-c:v", "mjpeg", "-q:v", "5"])
+    data, noise = bytearray(path.read_bytes()), random.Random(1)
+    frames = [i for i in range(len(data) - 1) if data[i] == 0xFF and data[i + 1] == 0xD8]
+    for start in frames[len(frames) * 7 // 10:]:
+        data[start + 2:start + 200] = noise.randbytes(198)
+    path.write_bytes(bytes(data))
+
+
 def _rotated(path: Path) -> None:
     """Stored 128x96, with a display matrix saying "rotate 90 degrees" (as phones write portrait clips)."""
     plain = path.with_name(path.stem + "-plain.mp4")
@@ -79,6 +90,7 @@ MEDIA: dict[str, tuple[str, Callable[[Path], None]]] = {
                          lambda p: testsrc(p, "32x32", "2", 300)),
     "mpeg4_part2.mp4": ("MPEG-4 Part 2 (older cameras and phones): analysed, but no browser plays it",
                         lambda p: testsrc(p, "160x120", "10", 2, ["-c:v", "mpeg4", "-q:v", "5"])),
+    "damaged_mjpeg.avi": ("Motion JPEG whose frames from 14 s on are noise", _damaged_mjpeg),
     "vp9_named.mp4": ("a WebM/VP9 file named .mp4", lambda p: testsrc(p, "96x64", "10", 2,
                                                                         ["-c:v", "libvpx-vp9", "-deadline", "realtime",
                                                                          "-f", "webm"])),

@@ -12,7 +12,7 @@ MAX_LINES = 400
 APP_MAX_LINES = 40
 # Lowest first. A module may import from its own layer or any layer below, never above.
 LAYERS = [
-    ["tempo.errors", "tempo.synthetic"],
+    ["tempo.errors", "tempo.timing", "tempo.synthetic"],
     ["tempo.allocation"],
     ["tempo.config"],
     ["tempo.events", "tempo.video"],

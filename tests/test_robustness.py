@@ -56,7 +56,7 @@ CASES = [
     Case("random-bytes", "noise.mp4", error="noise.mp4 is not a readable video"),
     Case("truncated-index-lost", "truncated.mp4", error="truncated.mp4 is not a readable video"),
     Case("truncated-frames-lost", "truncated_faststart.mp4", segments=2, frames=12),  # last decodable frame repeats
-    Case("damaged-first-frame", "damaged_head.mp4", error="Decoding failed part-way through the video"),
+    Case("damaged-first-frame", "damaged_head.mp4", error="The video is damaged: decoding failed 0 s into it"),
     Case("audio-only", "audio_only.mp4", error="audio_only.mp4 has no video stream"),
     Case("still-image", "image.png", segments=1, frames=1),
     Case("animated-gif", "animated.gif", segments=1, frames=4),
@@ -387,11 +387,11 @@ def big_file(tmp_path) -> Path:
 
 LIMIT_CASES = [  # env name, value, video, question, message, the step that must not start
     ("TEMPO_MAX_QUESTION_CHARS", "10", "two_seconds.mp4", QUESTION,
-     "The question is 29 characters long; the limit is 10.", "tempo.stages.open_video"),
+     "The question is 29 characters long; the limit is 10.", "tempo.stages.open_decoder"),
     ("TEMPO_MAX_UPLOAD_MB", "1", "big", QUESTION,
-     "The file is 3.0 MB; this server accepts up to 1.0 MB.", "tempo.stages.open_video"),
+     "The file is 3.0 MB; this server accepts up to 1.0 MB.", "tempo.stages.open_decoder"),
     ("TEMPO_MAX_DURATION_MIN", "60", "ten_hours.mp4", QUESTION,
-     "The video lasts 10.0 h; this server accepts up to 60.0 min.", "tempo.pipeline.prepare_segments"),
+     "The video lasts 10.0 h; this server accepts up to 60.0 min.", "tempo.video.segments.prepare_segments"),
 ]
 
 

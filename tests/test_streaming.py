@@ -8,7 +8,8 @@ import tempo
 from tempo.config import SamplingConfig
 from tempo.errors import VideoError
 from tempo.video.patches import fit_long_edge
-from tempo.stages import StageTimer, prepare_segment
+from tempo.timing import StageTimer
+from tempo.video.segments import prepare_segment
 from tempo.video.stream import segment_stream
 from tempo.video import (KeyframeReader, SparseReader, long_edge_size, open_video, plan_sampling,
                          uniform_plan)
@@ -64,8 +65,35 @@ def test_a_decoder_failing_midway_is_a_clear_video_error(shapes):
 
     stream = segment_stream(plan, [Failing], lambda i, frames: i, chunk=1)
     assert next(stream) == 0
-    with pytest.raises(VideoError, match="part-way.*corrupt packet"):
+    with pytest.raises(VideoError, match=r"^The video is damaged: decoding failed .* \(segment 2 of ") as error:
         list(stream)
+    assert "corrupt packet" not in str(error.value)  # the decoder's own words go to the log only
+
+
+def test_a_reader_that_runs_out_of_frames_is_a_damaged_video(shapes):
+    """A reader that stops short without an error (a container promising more than it holds)."""
+    plan = plan_sampling(open_video(shapes), SamplingConfig())
+
+    class Short:
+        shareable = True
+
+        def read(self, indices):
+            yield from (np.zeros((4, 4, 3), np.uint8) for _ in indices[:5])
+
+        def close(self):
+            pass
+
+    with pytest.raises(VideoError, match=r"^The video is damaged: decoding failed 0 s into it \(segment 1 of "):
+        list(segment_stream(plan, [Short], lambda i, frames: i))
+
+
+def test_frames_wanted_past_the_last_decodable_one_repeat_it(hostile_media):
+    """PyAV's reader, asked for frames after the last one it can decode, repeats that frame."""
+    from tempo.video import PyAVReader
+
+    reader = PyAVReader(str(hostile_media["two_seconds.mp4"]))  # 20 frames
+    last = list(reader.read(list(range(20))))[-1]
+    assert all(np.array_equal(frame, last) for frame in reader.read([30, 31]))
 
 
 def test_fast_seek_uses_true_key_frame_times(shapes, fixture_model):

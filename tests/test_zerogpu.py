@@ -25,7 +25,7 @@ from demo import device
 from demo.device import COST
 from tempo.cache import Compression
 from tempo.pipeline import Job
-from tempo.stages import StageTimer
+from tempo.timing import StageTimer
 
 EXAMPLE = json.loads((ROOT / "examples" / "examples.json").read_text(encoding="utf-8"))[0]
 VIDEO = ROOT / "examples" / EXAMPLE["video"]

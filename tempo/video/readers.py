@@ -12,14 +12,17 @@ import numpy as np
 
 from ..config import SamplingConfig
 from ..errors import VideoError
+from .probe import oversized_frame
 from .sampling import SamplingPlan, VideoInfo, keyframe_plan, long_edge_size, uniform_plan
 
 log = logging.getLogger(__name__)
+UNLIMITED = float("inf")
 
 
 class FrameReader(Protocol):
     info: VideoInfo
     shareable: bool  # one instance may serve several decoding threads at once
+    max_pixels: float  # a decoded frame larger than this is refused (a stream that grows past its headers)
 
     def read(self, indices: Sequence[int]) -> Iterator[np.ndarray]:
         """Yield the requested frames (sorted indices, repeats allowed) as HxWx3 uint8 RGB arrays."""
@@ -39,13 +42,20 @@ def _decode_threads() -> int:
     return min(max(1, _available_cores() - 1), 16)
 
 
+def _rgb(frame, max_pixels: float, **resize) -> np.ndarray:
+    """A PyAV frame as an RGB array, refused before conversion if it is larger than `max_pixels`."""
+    if frame.width * frame.height > max_pixels:
+        raise oversized_frame(frame.width, frame.height, max_pixels)
+    return frame.to_ndarray(format="rgb24", **resize)
+
+
 class DecordReader:
     """decord: what the released pipeline uses; its frames are the reference pixels."""
 
     batch = 8
     shareable = False  # a decord reader keeps its decoding position
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, max_pixels: float = UNLIMITED):
         import decord
 
         self._reader = decord.VideoReader(path, ctx=decord.cpu(0), num_threads=_decode_threads())
@@ -57,12 +67,16 @@ class DecordReader:
             # decord mis-strides very narrow frames (widths 1-3, 8, ...: "(2000, 1, 96)"); PyAV reads them.
             raise RuntimeError(f"decord decodes {first} instead of height x width x 3 RGB frames")
         height, width = first[:2]
+        self.max_pixels = max_pixels
         self._reader.seek(0)
         self.info = VideoInfo(path, total, float(self._reader.get_avg_fps()), width, height, "decord")
 
     def read(self, indices: Sequence[int]) -> Iterator[np.ndarray]:
         for start in range(0, len(indices), self.batch):
-            yield from self._reader.get_batch(list(indices[start:start + self.batch])).asnumpy()
+            frames = self._reader.get_batch(list(indices[start:start + self.batch])).asnumpy()  # [B, H, W, 3]
+            if frames.shape[1] * frames.shape[2] > self.max_pixels:
+                raise oversized_frame(frames.shape[2], frames.shape[1], self.max_pixels)
+            yield from frames
 
     def close(self) -> None:
         self._reader = None
@@ -73,10 +87,10 @@ class PyAVReader:
 
     shareable = True  # every read opens its own container
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, max_pixels: float = UNLIMITED):
         import av
 
-        self._path = path
+        self._path, self.max_pixels = path, max_pixels
         with av.open(path) as container:
             if not container.streams.video:
                 raise VideoError(f"{os.path.basename(path)} has no video stream (is it an audio file?).")
@@ -96,20 +110,21 @@ class PyAVReader:
         with av.open(self._path) as container:
             stream = container.streams.video[0]
             stream.thread_type = "AUTO"
-            frame_index = -1
+            frame_index, last = -1, None
             for frame in container.decode(stream):
-                frame_index += 1
+                frame_index, last = frame_index + 1, frame
                 if frame_index < wanted[position]:
                     continue
-                rgb = frame.to_ndarray(format="rgb24")
+                rgb = _rgb(frame, self.max_pixels)
                 while position < len(wanted) and wanted[position] == frame_index:
                     yield rgb
                     position += 1
                 if position == len(wanted):
                     return
             # Containers can over-report their frame count: repeat the last decoded frame.
-            if position < len(wanted) and frame_index >= 0:
+            if position < len(wanted) and last is not None:
                 log.warning("%s: only %d frames decodable; repeating the last one", self._path, frame_index + 1)
+                rgb = _rgb(last, self.max_pixels)
                 while position < len(wanted):
                     yield rgb
                     position += 1
@@ -125,8 +140,8 @@ class KeyframeReader(PyAVReader):
     pass as the colour conversion: converting full-size frames and then resizing them with PIL took over half of
     a fast seek. Its pixels differ slightly from PIL's, which fast seek's approximate sampling can afford."""
 
-    def __init__(self, path: str, long_edge: int | None = None):
-        super().__init__(path)
+    def __init__(self, path: str, long_edge: int | None = None, max_pixels: float = UNLIMITED):
+        super().__init__(path, max_pixels)
         import av
 
         self.frame_size = long_edge_size(self.info.width, self.info.height, long_edge) if long_edge else None
@@ -164,9 +179,9 @@ class KeyframeReader(PyAVReader):
             found = ordinal.get(frame.pts)
             if found == index:
                 if self.frame_size is None:
-                    return frame.to_ndarray(format="rgb24")
+                    return _rgb(frame, self.max_pixels)
                 width, height = self.frame_size
-                return frame.to_ndarray(format="rgb24", width=width, height=height, interpolation="BICUBIC")
+                return _rgb(frame, self.max_pixels, width=width, height=height, interpolation="BICUBIC")
             if found is not None and found > index:
                 break
         raise VideoError(f"{os.path.basename(self._path)}: key frame {index} could not be decoded.")
@@ -177,8 +192,8 @@ class SparseReader(PyAVReader):
     to (most B-frames) are skipped between samples, which is most of the decoding when samples are seconds
     apart; the frames it returns are the ones the exact reader returns, matched by presentation time."""
 
-    def __init__(self, path: str):
-        super().__init__(path)
+    def __init__(self, path: str, max_pixels: float = UNLIMITED):
+        super().__init__(path, max_pixels)
         import av
 
         with av.open(path) as container:
@@ -205,7 +220,7 @@ class SparseReader(PyAVReader):
                 for frame in packet.decode():
                     if frame.pts in pending:
                         pending.discard(frame.pts)
-                        decoded[frame.pts] = frame.to_ndarray(format="rgb24")
+                        decoded[frame.pts] = _rgb(frame, self.max_pixels)
                 while position < len(wanted) and wanted[position] in decoded:
                     pts = wanted[position]
                     position += 1
@@ -232,10 +247,10 @@ def decode_workers(plan: SamplingPlan) -> int:
     return max(1, min(_available_cores(), MAX_DECODE_WORKERS))
 
 
-def open_sparse(path: str | os.PathLike) -> SparseReader | None:
+def open_sparse(path: str | os.PathLike, max_pixels: float = UNLIMITED) -> SparseReader | None:
     """A SparseReader where the file's frame times identify its frames, else None (decode every frame)."""
     try:
-        return SparseReader(os.fspath(path))
+        return SparseReader(os.fspath(path), max_pixels)
     except Exception as exc:  # unusual timestamps or a PyAV failure: the exact reader still works
         log.info("sparse decoding unavailable for %s (%s); decoding every frame", path, exc)
         return None
@@ -247,10 +262,14 @@ def plan_sampling(reader: FrameReader, sampling: SamplingConfig) -> SamplingPlan
     return uniform_plan(reader.info, sampling)
 
 
-def open_video(path: str | os.PathLike, keyframes_only: bool = False,
-               long_edge: int | None = None) -> FrameReader:
+def open_video(path: str | os.PathLike, keyframes_only: bool = False, long_edge: int | None = None,
+               decord: bool = True, max_pixels: float = UNLIMITED) -> FrameReader:
     """Open with decord, falling back to PyAV (or key frames only, with PyAV, shrunk to `long_edge` as they are
-    decoded); raise VideoError with a readable reason when neither can read it."""
+    decoded); raise VideoError with a readable reason when neither can read it. Reading a frame larger than
+    `max_pixels` raises InputError.
+
+    `decord=False` opens with PyAV alone: the same pixels on every file the tests hold, and, unlike decord's
+    threaded decoder, the same outcome every time on a damaged one (what a server needs)."""
     path = os.fspath(path)
     name = os.path.basename(path) or path
     if not os.path.exists(path):
@@ -260,8 +279,10 @@ def open_video(path: str | os.PathLike, keyframes_only: bool = False,
     if os.path.getsize(path) == 0:
         raise VideoError(f"{name} is empty (0 bytes).")
     errors = []
-    openers = {"KeyframeReader": lambda: KeyframeReader(path, long_edge)} if keyframes_only else \
-        {"DecordReader": lambda: DecordReader(path), "PyAVReader": lambda: PyAVReader(path)}
+    openers = {"KeyframeReader": lambda: KeyframeReader(path, long_edge, max_pixels)} if keyframes_only else \
+        {"DecordReader": lambda: DecordReader(path, max_pixels), "PyAVReader": lambda: PyAVReader(path, max_pixels)}
+    if not decord:
+        openers.pop("DecordReader", None)
     for reader_name, opener in openers.items():
         try:
             reader = opener()

@@ -8,6 +8,8 @@ however long the video is. Decoders and image resizing release the GIL, so threa
 from __future__ import annotations
 
 import contextlib
+import itertools
+import logging
 import queue
 import threading
 from dataclasses import dataclass
@@ -17,9 +19,11 @@ import numpy as np
 import torch
 
 from ..errors import TempoError, VideoError
+from .probe import length
 from .readers import FrameReader
 from .sampling import SamplingPlan
 
+log = logging.getLogger(__name__)
 Item = TypeVar("Item")
 POLL_S = 0.1
 
@@ -27,6 +31,12 @@ POLL_S = 0.1
 @dataclass
 class _Failure:
     error: BaseException
+
+
+def damaged(plan: SamplingPlan, segment: int) -> VideoError:
+    """The one sentence for a file that decodes up to some point and no further."""
+    return VideoError(f"The video is damaged: decoding failed {length(plan.span(segment)[0])} into it "
+                      f"(segment {segment + 1} of {len(plan.segments)}).")
 
 
 def segment_stream(plan: SamplingPlan, readers: list[Callable[[], FrameReader]],
@@ -50,7 +60,7 @@ def segment_stream(plan: SamplingPlan, readers: list[Callable[[], FrameReader]],
         return False
 
     def work(worker: int) -> None:
-        reader = None
+        reader, segment = None, chunks[worker][0] if worker < len(chunks) else 0
         try:
             reader = readers[worker]()
             for number in range(worker, len(chunks), workers):
@@ -59,15 +69,17 @@ def segment_stream(plan: SamplingPlan, readers: list[Callable[[], FrameReader]],
                 frames = iter(reader.read(indices))
                 for segment in segments:
                     with stage("decode"):
-                        decoded = [next(frames) for _ in plan.segments[segment]]
+                        decoded = list(itertools.islice(frames, len(plan.segments[segment])))
+                    if len(decoded) < len(plan.segments[segment]):
+                        raise EOFError("the reader ran out of frames")
                     item = prepare(segment, decoded)
                     if not put(worker, item):
                         return
         except (TempoError, MemoryError, torch.OutOfMemoryError) as error:  # re-raised by the consumer, in order
             put(worker, _Failure(error))
-        except Exception as error:  # a decoder failing part-way through the file
-            put(worker, _Failure(VideoError(f"Decoding failed part-way through the video ({type(error).__name__}: "
-                                            f"{str(error).splitlines()[0] if str(error) else 'no details'}).")))
+        except Exception as error:  # a decoder failing part-way through the file: said plainly, detail logged
+            log.debug("decoding failed at segment %d: %s: %s", segment, type(error).__name__, error)
+            put(worker, _Failure(damaged(plan, segment)))
         finally:
             if reader is not None:
                 reader.close()

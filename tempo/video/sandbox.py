@@ -1,0 +1,220 @@
+"""Decoding a video in a child process that a server can kill, so that no file can take the server down.
+
+The child opens the file with PyAV (deterministic on damaged files, where decord's threads are not; the same pixels
+on sound ones), plans the sampling, decodes and preprocesses segment after segment (the same `prepare_segments` as
+in-process decoding) and hands each segment's pixel rows over through a ring of shared-memory slots; the parent
+copies a slot out and gives it back. The child runs under a data-memory limit (RLIMIT_DATA), and the parent kills
+it when nothing comes out for `Limits.decode_stall_s` seconds, when its consumer stops (a cancelled request), or at
+the end. A decoder that crashes, hangs or runs out of its memory becomes one plain sentence; the detail goes to the
+log. Children come from a fork server that has imported the decoding code once, so each starts in milliseconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.machinery
+import logging
+import multiprocessing
+import os
+import queue
+import resource
+import sys
+import time
+from multiprocessing import resource_tracker, shared_memory
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from ..config import Limits, SamplingConfig
+from ..errors import TempoError, VideoError
+from ..events import VideoProbed
+from ..timing import StageTimer
+from .patches import PatchGeometry
+from .readers import open_video
+from .sampling import SamplingPlan
+from .segments import PreparedSegment, prepare_segments, video_plan
+
+log = logging.getLogger(__name__)
+SLOTS = 4  # segments the child may decode ahead of the compressor
+POLL_S = 0.05
+
+
+def context() -> multiprocessing.context.BaseContext:
+    """Multiprocessing through a fork server that has imported this module (so the decoders) once."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__])
+    return ctx
+
+
+@contextlib.contextmanager
+def main_left_out() -> Iterator[None]:
+    """Start children that do not run the caller's main script again, as multiprocessing otherwise does in each
+    (for app.py that is importing gradio anew: 2.5 s a video; for a script without a `__main__` guard, its whole
+    work). The child's target lives in this module, so it needs nothing of `__main__`; a main module named
+    `__main__` is one multiprocessing leaves alone."""
+    main = sys.modules["__main__"]
+    spec = main.__dict__.get("__spec__")
+    main.__spec__ = importlib.machinery.ModuleSpec("__main__", None)
+    try:
+        yield
+    finally:
+        main.__spec__ = spec
+
+
+def start(process: multiprocessing.Process) -> None:
+    with main_left_out():
+        process.start()
+
+
+def warm_up() -> None:
+    """Start the fork server now (a server does at start-up), not at the first request."""
+    child = context().Process(target=os.getpid)
+    start(child)
+    child.join()
+
+
+class Ring:
+    """The child's side of the shared slots: made at the first segment, sized by it; the parent unlinks it."""
+
+    def __init__(self, results, free, slot_bytes: int):
+        self.memory = shared_memory.SharedMemory(create=True, size=SLOTS * slot_bytes)
+        resource_tracker.unregister(self.memory._name, "shared_memory")  # the parent unlinks it, at once
+        self.slots = np.ndarray((SLOTS, slot_bytes), np.uint8, self.memory.buf)
+        self.free = free
+        results.put(("ring", self.memory.name, slot_bytes))
+
+    def send(self, results, segment: PreparedSegment) -> None:
+        rows = segment.pixel_rows.numpy()
+        if rows.nbytes > self.slots.shape[1]:  # a segment bigger than the first: by pipe
+            results.put(("segment", segment.index, None, rows, segment.grid, segment.thumbnail))
+            return
+        slot = self.free.get()
+        self.slots[slot, :rows.nbytes] = rows.reshape(-1)
+        results.put(("segment", segment.index, slot, rows.shape, segment.grid, segment.thumbnail))
+
+
+def _decode(path: str, sampling: SamplingConfig, geometry: PatchGeometry, limits: Limits, results, free) -> None:
+    """The child: plan, then every segment, then the stage timings; or why it could not."""
+    # PyAV's log level stays None (FFmpeg's messages dropped in C): any level routes FFmpeg's frame threads
+    # through a Python callback that needs the GIL, and a damaged VP9 stream then deadlocks the decoder.
+    resource.setrlimit(resource.RLIMIT_DATA, (limits.decode_memory_bytes, limits.decode_memory_bytes))
+    timer, ring = StageTimer(), None
+    try:
+        with timer.stage("open"):
+            reader = open_video(path, keyframes_only=sampling.fast_seek, long_edge=sampling.long_edge, decord=False,
+                                max_pixels=limits.max_frame_pixels)
+            probed, plan = video_plan(reader, sampling)
+        results.put(("plan", probed, plan))
+        for segment in prepare_segments(path, reader, plan, sampling, geometry, timer):
+            ring = ring or Ring(results, free, segment.pixel_rows.numel())
+            ring.send(results, segment)
+        results.put(("done", dict(timer.totals)))
+        free.get()  # the parent reads the last slots while this process lives; it ends it when done
+    except TempoError as exc:
+        results.put(("refused", exc))
+    except MemoryError:
+        results.put(("memory", None))
+    except BaseException as exc:  # noqa: BLE001 -- whatever the decoder raised, the parent says it plainly
+        results.put(("failed", f"{type(exc).__name__}: {exc}"))
+
+
+class SandboxedDecoder:
+    """One video decoded in a child process: `probed` and `plan` once it opened the file, then `segments()`."""
+
+    def __init__(self, path: str | os.PathLike, sampling: SamplingConfig, geometry: PatchGeometry, limits: Limits,
+                 timer: StageTimer):
+        self.path, self.limits, self.timer = os.fspath(path), limits, timer
+        self.name = os.path.basename(self.path)
+        ctx = context()
+        self.results, self.free = ctx.Queue(), ctx.Queue()
+        for slot in range(SLOTS):
+            self.free.put(slot)
+        self.ring: shared_memory.SharedMemory | None = None
+        self.slots: np.ndarray | None = None
+        self.process = ctx.Process(target=_decode, args=(self.path, sampling, geometry, limits, self.results,
+                                                         self.free), name="tempo-decode", daemon=True)
+        self.reached = "its first frames"
+        with timer.stage("open"):
+            start(self.process)
+            kind, *payload = self._receive()
+        if kind != "plan":
+            self.close()
+            raise self._refusal(kind, payload)
+        self.probed: VideoProbed = payload[0]
+        self.plan: SamplingPlan = payload[1]
+
+    def segments(self) -> Iterator[PreparedSegment]:
+        """Every segment in order; the child is stopped when the consumer stops early."""
+        try:
+            while True:
+                kind, *payload = self._receive()
+                if kind == "ring":
+                    self._attach(*payload)
+                elif kind == "segment":
+                    yield self._segment(*payload)
+                elif kind == "done":
+                    self.timer.add(payload[0])
+                    return
+                else:
+                    raise self._refusal(kind, payload)
+        finally:
+            self.close()
+
+    def _attach(self, name: str, slot_bytes: int) -> None:
+        self.ring = shared_memory.SharedMemory(name=name)
+        self.ring.unlink()  # gone from /dev/shm now; its memory goes when both processes let go of it
+        self.slots = np.ndarray((SLOTS, slot_bytes), np.uint8, self.ring.buf)
+
+    def _segment(self, index: int, slot: int | None, rows: object, grid: tuple[int, int, int],
+                 thumbnail: np.ndarray) -> PreparedSegment:
+        if slot is not None:  # rows is the shape; the pixels are in the slot, copied out before it is reused
+            count = int(np.prod(rows))
+            rows = self.slots[slot, :count].reshape(rows).copy()
+            self.free.put(slot)
+        self.reached = f"{index + 1} of {self.probed.num_segments} segments"
+        return PreparedSegment(index, torch.from_numpy(rows), grid, thumbnail)
+
+    def _receive(self) -> tuple:
+        """The child's next message, waiting while it makes progress; a stall or an exit becomes a refusal."""
+        started = time.monotonic()
+        while True:
+            try:
+                return self.results.get(timeout=POLL_S)
+            except queue.Empty:
+                pass
+            if not self.process.is_alive():
+                try:  # it may have put its last words just before it ended
+                    return self.results.get(timeout=POLL_S)
+                except queue.Empty:
+                    return ("exited", self.process.exitcode)
+            if time.monotonic() - started > self.limits.decode_stall_s:
+                return ("stalled", None)
+
+    def _refusal(self, kind: str, payload: list) -> TempoError:
+        """One plain sentence for what stopped the child; the detail goes to the log."""
+        if kind == "refused":
+            return payload[0]
+        log.info("decoding %s stopped (%s: %s) after %s", self.path, kind, payload[0] if payload else "",
+                 self.reached)
+        if kind == "memory" or (kind == "exited" and payload and payload[0] is not None and payload[0] < 0):
+            return VideoError(f"{self.name} needs more memory to decode than the "
+                              f"{self.limits.decode_memory_bytes / 2**20:,.0f} MB a video may take here, "
+                              f"or its decoder crashed, after {self.reached}.")
+        if kind == "stalled":
+            return VideoError(f"{self.name} stopped decoding after {self.reached}: nothing came out of the "
+                              f"decoder for {self.limits.decode_stall_s:g} s.")
+        return VideoError(f"{self.name} is damaged: decoding failed after {self.reached}.")
+
+    def close(self) -> None:
+        """Stop the child (at once: a cancelled request stops decoding now) and let go of its slots and queues."""
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(timeout=5)
+        self.slots = None
+        if self.ring is not None:
+            self.ring.close()
+            self.ring = None
+        for channel in (self.results, self.free):
+            channel.close()
+            channel.join_thread()

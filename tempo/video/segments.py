@@ -1,0 +1,116 @@
+"""A video's segments as the compressor takes them: decoded, resized by the released chain and cut into patch rows,
+with a thumbnail each. A `Decoder` opens a file and yields them in order, in this process (`LocalDecoder`, on worker
+threads) or in a child process a server can kill (`sandbox.SandboxedDecoder`)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import partial
+from typing import Iterator, Protocol
+
+import numpy as np
+import torch
+
+from ..config import Limits, SamplingConfig
+from ..events import VideoProbed
+from ..timing import StageTimer
+from .patches import PatchGeometry, fit_long_edge, model_frames, patchify
+from .readers import FrameReader, decode_workers, is_long, open_sparse, open_video, plan_sampling
+from .resample import resize
+from .sampling import SamplingPlan, long_edge_size
+from .stream import segment_stream
+
+THUMBNAIL_EDGE = 320
+
+
+@dataclass
+class PreparedSegment:
+    """One segment's compressor-ready pixels plus what the UI shows for it."""
+
+    index: int
+    pixel_rows: torch.Tensor  # uint8 [patches, C * temporal_patch * patch * patch]
+    grid: tuple[int, int, int]
+    thumbnail: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return self.thumbnail.nbytes + self.pixel_rows.numel() * self.pixel_rows.element_size()
+
+
+def prepare_segment(index: int, frames: list[np.ndarray], sampling: SamplingConfig, geometry: PatchGeometry,
+                    timer: StageTimer) -> PreparedSegment:
+    """Decoded frames of one segment -> patch rows, the whole segment at once through the released resize chain
+    (`patches`), plus the middle frame as a thumbnail."""
+    with timer.stage("preprocess"):
+        fitted = fit_long_edge(np.stack(frames), sampling.long_edge)  # [T, H, W, 3]
+        middle = fitted[len(frames) // 2][None]
+        width, height = long_edge_size(middle.shape[2], middle.shape[1], THUMBNAIL_EDGE)
+        rows, grid = patchify(model_frames(fitted, geometry), geometry)
+    return PreparedSegment(index, rows, grid, resize(middle, height, width)[0])
+
+
+def prepare_segments(path: str | os.PathLike, reader: FrameReader, plan: SamplingPlan, sampling: SamplingConfig,
+                     geometry: PatchGeometry, timer: StageTimer) -> Iterator[PreparedSegment]:
+    """Segments in order, decoded and preprocessed on worker threads while the caller compresses earlier ones.
+
+    `reader` (already open) decodes short videos. Long ones are decoded sparsely where the file allows it, by
+    one worker per core, each over a share of the time range; every reader refuses frames as `reader` does."""
+    if is_long(plan) and not plan.keyframes_only:
+        sparse = open_sparse(path, reader.max_pixels)
+        if sparse is not None:
+            reader.close()
+            reader = sparse
+    workers = decode_workers(plan)
+    if reader.shareable:
+        readers = [lambda: reader] * workers
+    else:
+        readers = [lambda: reader] + [partial(open_video, path, max_pixels=reader.max_pixels)] * (workers - 1)
+    prepare = partial(prepare_segment, sampling=sampling, geometry=geometry, timer=timer)
+    return segment_stream(plan, readers, prepare, timer.stage)
+
+
+def video_plan(reader: FrameReader, sampling: SamplingConfig) -> tuple[VideoProbed, SamplingPlan]:
+    """The sampling plan for an opened video, and what the UI says about it."""
+    info = reader.info
+    plan = plan_sampling(reader, sampling)
+    probed = VideoProbed(info.path, info.duration, info.native_fps, info.total_frames, info.width, info.height,
+                         len(plan.frame_indices), plan.real_fps, len(plan.segments), info.backend)
+    return probed, plan
+
+
+class Decoder(Protocol):
+    """An opened video: what it is and how it is sampled, then its segments in order (once)."""
+
+    probed: VideoProbed
+    plan: SamplingPlan
+
+    def segments(self) -> Iterator[PreparedSegment]: ...
+
+    def close(self) -> None: ...
+
+
+class LocalDecoder:
+    """Decoding in this process, on worker threads while the caller compresses (the library's default)."""
+
+    def __init__(self, path: str | os.PathLike, sampling: SamplingConfig, geometry: PatchGeometry, limits: Limits,
+                 timer: StageTimer):
+        self.path, self.sampling, self.geometry, self.limits, self.timer = path, sampling, geometry, limits, timer
+        with timer.stage("open"):
+            self.reader: FrameReader | None = open_video(path, keyframes_only=sampling.fast_seek,
+                                                        long_edge=sampling.long_edge,
+                                                        max_pixels=limits.max_frame_pixels)
+            try:
+                self.probed, self.plan = video_plan(self.reader, sampling)
+            except BaseException:
+                self.close()
+                raise
+
+    def segments(self) -> Iterator[PreparedSegment]:
+        reader, self.reader = self.reader, None  # the first decoding worker owns it now
+        return prepare_segments(self.path, reader, self.plan, self.sampling, self.geometry, self.timer)
+
+    def close(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
