@@ -3,6 +3,8 @@ PYTHON   ?= python3
 VENV     ?= .venv
 PY       := $(VENV)/bin/python
 STAMP    := $(VENV)/.installed
+ENGINES  := $(VENV)/.engines-installed
+LMMS_EVAL := lmms-eval==0.7.3
 OVERLAYS := .overlays
 # The version matrix: what requirements.txt allows besides what the main environment installs.
 PILLOW_13          := pillow>=13,<14
@@ -28,7 +30,15 @@ browser:
 
 test: suite matrix
 
-suite: $(STAMP) browser
+# The engines the suite tests Tempo in (pyproject's extras tempo[lmms] and tempo[ray]), with tempo itself installed
+# editable so that lmms-eval finds `--model tempo` through its entry point. Neither extra names torch, and the
+# constraints keep the CPU build; lmms-eval goes in without its own requirements, which would add a CUDA torchvision.
+$(ENGINES): $(STAMP) pyproject.toml
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-build-isolation -e ".[lmms,ray]" -c constraints-cpu.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps "$(LMMS_EVAL)"
+	touch $(ENGINES)
+
+suite: $(STAMP) $(ENGINES) browser
 	$(PY) -m pytest -q
 
 # The same numbers under every supported version: the pixel and conformance tests again with Pillow 13 (gradio

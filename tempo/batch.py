@@ -118,6 +118,17 @@ def job_config(job: Job, base: RunConfig, spec: CheckpointSpec) -> RunConfig:
     return base.with_settings(job.settings, spec)
 
 
+def job_id(job: Job | dict) -> str:
+    """A job's id, or the id of a line that was not a job."""
+    return job.id if isinstance(job, Job) else job["id"]
+
+
+def pending_jobs(jobs: list[Job | dict], output: Path) -> list[Job | dict]:
+    """The jobs `output` has not answered yet, in order: what a run (of either engine) still has to do."""
+    done = answered_ids(output)
+    return [job for job in jobs if job_id(job) not in done]
+
+
 def answered_ids(output: Path) -> set[str]:
     """The ids `output` already answered. Lines of failed jobs (retried now) and a half-written last line are
     dropped from the file."""
@@ -181,9 +192,8 @@ def run_batch(model: TempoModel, jobs: list[Job | dict], output: str | os.PathLi
               reports: str | os.PathLike | None = None) -> Summary:
     """Answer every job not already in `output`, appending one line each; returns what happened."""
     output = Path(output)
-    done = answered_ids(output)
     summary = Summary(total=len(jobs))
-    pending = [job for job in jobs if (job.id if isinstance(job, Job) else job["id"]) not in done]
+    pending = pending_jobs(jobs, output)
     summary.skipped = len(jobs) - len(pending)
     if reports:
         os.makedirs(reports, exist_ok=True)
@@ -194,17 +204,23 @@ def run_batch(model: TempoModel, jobs: list[Job | dict], output: str | os.PathLi
             if isinstance(job, dict):  # a line that was not a job
                 line, outcome = job, "error: " + job["error"]
             else:
-                line, outcome = _answer(model, job, base, cache, reports)
-            summary.failed += "error" in line
-            summary.answered += "error" not in line
-            results.write(json.dumps(line, ensure_ascii=False) + "\n")
-            results.flush()
-            progress.update(str(line["id"]), outcome)
+                line, outcome = answer_job(model, job, base, cache, reports)
+            record(results, line, outcome, summary, progress)
     return summary
 
 
-def _answer(model: TempoModel, job: Job, base: RunConfig, cache: VideoCache,
-            reports: str | os.PathLike | None) -> tuple[dict, str]:
+def record(results: TextIO, line: dict, outcome: str, summary: Summary, progress: ProgressBar) -> None:
+    """One job's result line appended to the output at once (what a rerun resumes from), and counted."""
+    summary.failed += "error" in line
+    summary.answered += "error" not in line
+    results.write(json.dumps(line, ensure_ascii=False) + "\n")
+    results.flush()
+    progress.update(str(line["id"]), outcome)
+
+
+def answer_job(model: TempoModel, job: Job, base: RunConfig, cache: VideoCache,
+               reports: str | os.PathLike | None) -> tuple[dict, str]:
+    """A job's result line and how it went; a failure becomes an `{"id", "error"}` line."""
     try:
         progress = run_job(model, job, job_config(job, base, model.spec), cache)
     except (TempoError, OSError) as exc:

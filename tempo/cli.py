@@ -15,7 +15,7 @@ from typing import TextIO
 from . import batch as batch_module
 from . import model as tempo_model
 from .config import CLI, Limits, RunConfig, settings
-from .errors import TempoError
+from .errors import InputError, TempoError
 from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed, VideoProbed
 from .model import CheckpointSpec
 from .pipeline import run
@@ -116,6 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
                                                       "and optional settings (budget, strategy, k_min, ...)")
     batch.add_argument("--output", required=True, help="results, one JSON line per job (appended; resumable)")
     batch.add_argument("--reports", help="also write one HTML report per answered job into this folder")
+    batch.add_argument("--engine", choices=["local", "ray"], default="local",
+                       help="local: this process (default); ray: a Ray cluster, one model per actor (extra tempo[ray])")
+    batch.add_argument("--address", help="--engine ray: the cluster to join (default: start Ray on this machine)")
+    batch.add_argument("--actors", type=int, help="--engine ray: models answering at once (default: one per GPU, "
+                                                  "else 1)")
     add_model_options(batch)
     add_run_options(batch)
     figures = commands.add_parser("figures", help="the paper's allocation figures for a batch's results",
@@ -129,8 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run_config(args: argparse.Namespace, limits: Limits, spec: CheckpointSpec) -> RunConfig:
-    """The settings given on the command line over the library's defaults, checked for this checkpoint."""
+def run_config(args: argparse.Namespace, limits: Limits, spec: CheckpointSpec | None) -> RunConfig:
+    """The settings given on the command line over the library's defaults, checked for this checkpoint (without
+    one, the ranges that do not depend on it)."""
     given = {s.name: getattr(args, s.name) for s in settings(CLI) if getattr(args, s.name) is not None}
     return RunConfig(limits=limits).with_settings(given, spec)
 
@@ -174,12 +180,29 @@ def infer(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def batch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Exit status 0 when every job is answered, 1 when some failed (their lines say why)."""
     limits = Limits.from_env()
+    check_engine_options(args)
     jobs = batch_module.read_jobs(args.input)  # before the (slow) model load: a missing file is refused at once
-    model = tempo_model.from_pretrained(args.model, base=args.base, device=args.device, dtype=args.dtype)
-    summary = batch_module.run_batch(model, jobs, args.output, run_config(args, limits, model.spec), err,
-                                     args.reports)
+    if args.engine == "ray":
+        from .integrations import ray_batch  # an extra: imported only when asked for
+
+        # no model here: each job checks the settings against the checkpoint on the actor that runs it
+        summary = ray_batch.run_batch(jobs, args.output, run_config(args, limits, None), err,
+                                      ray_batch.Loading(args.model, args.base, args.device, args.dtype),
+                                      ray_batch.Cluster(args.address, args.actors), args.reports)
+    else:
+        model = tempo_model.from_pretrained(args.model, base=args.base, device=args.device, dtype=args.dtype)
+        summary = batch_module.run_batch(model, jobs, args.output, run_config(args, limits, model.spec), err,
+                                         args.reports)
     err.write(f"{summary}; results in {args.output}\n")
     return 1 if summary.failed else 0
+
+
+def check_engine_options(args: argparse.Namespace) -> None:
+    """--address and --actors only mean something to the Ray engine."""
+    if args.engine != "ray" and (args.address is not None or args.actors is not None):
+        raise InputError("--address and --actors are options of --engine ray.")
+    if args.actors is not None and args.actors < 1:
+        raise InputError(f"--actors must be at least 1 (got {args.actors}).")
 
 
 def figures(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
