@@ -10,11 +10,15 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from tempo.events import AllocationDone, Finished, SegmentCompressed
+from tempo.analysis import most_relevant
+from tempo.errors import InputError
+from tempo.events import AllocationDone, Finished, SegmentCompressed, SegmentSummary
 from tempo.render.progress import RunProgress
-from tempo.render.report import Truth
+from tempo.render.report import Asked, Truth
 from tempo.render.text import clock
 
+from .chat import MAX_TURNS
+from .html import LOOKED_AT
 from .refusals import refusal, refused
 from .server import Server
 from .settings import split_others
@@ -38,6 +42,39 @@ def answer(server: Server, video: object, question: str, **settings: object) -> 
                 yield progress.to_dict() | ({"truth": truth_dict(truth)} if truth else {})
     except Exception as exc:
         raise refusal(exc) from None
+
+
+def chat(server: Server, video: object, question: str, *, history: object = None,
+         **settings: object) -> Iterator[dict]:
+    """A conversation with one video: `history` (the "turns" a previous call returned; none to start) in, those
+    turns plus this question's out, as {"turns": [...]}; while it runs, {"turns": history, "current": partial
+    /answer result}. Each turn is /answer's result with its "question" and "looked_at" (the segments the compressor
+    found most relevant). Every question is answered on its own, reusing the cached work on the video."""
+    try:
+        turns = previous_turns(history)
+        for partial in answer(server, video, question, **settings):
+            if partial["stage"] != "done":
+                yield {"turns": turns, "current": partial}
+                continue
+            segments = [SegmentSummary(**segment) for segment in partial["segments"]]
+            looked = [{"index": s.index, "start": s.start, "end": s.end, "relevance": s.relevance}
+                      for s in most_relevant(segments, LOOKED_AT)]
+            yield {"turns": turns + [{"question": question.strip(), **partial, "looked_at": looked}]}
+    except Exception as exc:
+        raise refusal(exc) from None
+
+
+def previous_turns(history: object) -> list[dict]:
+    """A /chat history, checked: a list of the turns an earlier call returned (only the latest are kept)."""
+    if history in (None, "", []):
+        return []
+    if isinstance(history, dict) and "turns" in history:  # the whole earlier result is fine too
+        history = history["turns"]
+    if not isinstance(history, list) or not all(isinstance(t, dict) and isinstance(t.get("question"), str)
+                                                for t in history):
+        raise InputError("The history must be the list of turns an earlier /chat call returned (each with its "
+                         "\"question\"), or empty to start a conversation.")
+    return history[-(MAX_TURNS - 1):]
 
 
 def truth_dict(truth: Truth) -> dict:
@@ -81,7 +118,8 @@ def report(server: Server, video: object, question: str, **settings: object) -> 
         for event in server.run(request):
             progress.update(event)
         workdir = tempfile.mkdtemp(prefix="tempo-app-")
-        yield str(server.write_report(request, progress, Path(workdir, "tempo-report.html")))
+        asked = Asked(request.question, progress, server.truth(request, progress.finished))
+        yield str(server.write_report([asked], Path(workdir, "tempo-report.html")))
     except Exception as exc:
         raise refusal(exc) from None
     finally:  # Gradio has copied the file into its cache by now

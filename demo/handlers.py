@@ -15,16 +15,18 @@ import gradio as gr
 from tempo.errors import TempoError
 from tempo.events import AllocationDone, AnswerToken, Finished, SegmentCompressed, SegmentRead
 from tempo.render.export import export
-from tempo.render.progress import RunProgress, key_frames
-from tempo.render.report import filmstrip_html
+from tempo.pipeline import Compressed
+from tempo.render.progress import RunProgress
+from tempo.render.report import Asked, filmstrip_html
 from tempo.render.text import answer_text, clock
 from tempo.render.timeline import comparison_figure, progress_figure, result_figure, sweep_figure
 from tempo.video import probe as headers
 
 from . import preview
-from .html import comparison_html, segment_html, stats_html, status_html, truth_html
+from .chat import Conversation, Turn, continued, messages
+from .html import comparison_html, key_frames_html, segment_html, stats_html, status_html, truth_html
 from .refusals import refusal, refused
-from .server import Request, Server
+from .server import Server, label
 from .settings import split_others
 
 SEGMENT_REFRESH_S = 0.25  # timeline redraws while compressing; the first and last segment always show
@@ -36,8 +38,9 @@ def show_preview(server: Server, upload: object) -> Iterator[Updates]:
     """The video panel for an upload: the file itself when browsers play it, else a small H.264 proxy (the
     analysis still reads the original)."""
     if not upload:
-        yield {"preview": None}
+        yield {"preview": None, "chat": [], "conversation": None}
         return
+    yield {"chat": [], "conversation": None}  # a new video, a new conversation
     try:
         video = server.visitor_video(upload)
     except TempoError as exc:
@@ -59,17 +62,24 @@ def show_preview(server: Server, upload: object) -> Iterator[Updates]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def analyze(server: Server, video: object, question: str, *, no_compression: bool = False,
-            **settings: object) -> Iterator[Updates]:
-    """The page: live timeline while compressing, tokens once allocated, then the answer token by token; at the
-    end the stats, the downloads, the filmstrip, the key frames and (for an example) the expected answer."""
+def analyze(server: Server, video: object, question: str, *, conversation: object = None,
+            no_compression: bool = False, **settings: object) -> Iterator[Updates]:
+    """The page: a new turn in the conversation about this video. Live timeline while compressing, tokens once
+    allocated, then the answer token by token in the chat; at the end the stats, the downloads (every turn), the
+    filmstrip, the key frames and (for an example) the expected answer."""
     progress, shown, workdir = RunProgress(), 0.0, None
+    talk = conversation if isinstance(conversation, Conversation) else None
     hidden = gr.DownloadButton(visible=False)
-    yield {"status": status_html(progress), "timeline": progress_figure(progress), "answer": "", "gallery": None,
-           "stats": "", "json_file": hidden, "csv_file": hidden, "report_file": hidden, "filmstrip": "", "truth": ""}
+    yield {"status": status_html(progress), "timeline": progress_figure(progress),
+           "chat": messages(talk, str(question or "")), "gallery": "", "stats": "", "json_file": hidden,
+           "csv_file": hidden, "report_file": hidden, "filmstrip": "", "truth": ""}
     try:
         request = server.request(video, question, settings, bool(no_compression))
+        talk = continued(talk, request.video)
         for event in server.run(request):
+            if isinstance(event, Compressed):
+                progress.from_cache = event.from_cache
+                continue
             progress.update(event)
             now = time.perf_counter()
             timeline = {"status": status_html(progress), "timeline": progress_figure(progress, request.evidence)}
@@ -82,32 +92,54 @@ def analyze(server: Server, video: object, question: str, *, no_compression: boo
                 yield timeline
             elif isinstance(event, AnswerToken) and now - shown > ANSWER_REFRESH_S:
                 shown = now
-                yield {"answer": progress.answer}
+                yield {"chat": messages(talk, request.question, progress.answer)}
             elif isinstance(event, Finished):
+                talk = talk.said(Turn(request.question, progress, server.truth(request, event), request.evidence,
+                                      label(request.config), progress.from_cache))
                 # A folder per request, deleted (finally) once Gradio has copied the files into its cache.
                 workdir = tempfile.mkdtemp(prefix="tempo-app-")
-                yield timeline | finished_updates(server, request, progress, Path(workdir))
+                yield timeline | turn_updates(talk) | downloads(server, talk, Path(workdir))
     except Exception as exc:
         error = refusal(exc)
-        yield {"status": status_html(progress, error=error.message)}
+        yield {"status": status_html(progress, error=error.message), "chat": messages(talk)}
         raise error from None
     finally:
         if workdir:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def finished_updates(server: Server, request: Request, progress: RunProgress, workdir: Path) -> Updates:
-    """Everything the page shows once a run is done, with its files written into `workdir`."""
-    result, allocation = progress.finished, progress.allocation
-    json_path, csv_path = export(result, workdir)
-    report_path = server.write_report(request, progress, workdir / "tempo-report.html")
-    return {"answer": answer_text(result.answer), "gallery": key_frames(result.segments, progress.frames),
+def turn_updates(conversation: Conversation) -> Updates:
+    """The selected turn on the page: its timeline, chat mark, stats, filmstrip, key frames and expected answer."""
+    turn = conversation.turns[conversation.selected]
+    result, progress = turn.result, turn.progress
+    allocation = progress.allocation
+    return {"timeline": progress_figure(progress, turn.evidence), "status": status_html(progress),
+            "chat": messages(conversation), "conversation": conversation,
+            "gallery": key_frames_html(result.segments, progress.frames),
             "stats": stats_html(result, allocation.context_truncated),
-            "json_file": gr.DownloadButton(value=str(json_path), visible=True),
-            "csv_file": gr.DownloadButton(value=str(csv_path), visible=True),
-            "report_file": gr.DownloadButton(value=str(report_path), visible=True),
             "filmstrip": filmstrip_html(result.segments, progress.frames, allocation.k_min, allocation.k_max),
-            "truth": truth_html(server.truth(request, result))}
+            "truth": truth_html(turn.truth)}
+
+
+def downloads(server: Server, conversation: Conversation, workdir: Path) -> Updates:
+    """Every turn of the conversation as JSON, CSV and one HTML report, written into `workdir`."""
+    turns = conversation.turns
+    json_path, csv_path = export([(turn.question, turn.result) for turn in turns], workdir)
+    report_path = server.write_report([Asked(turn.question, turn.progress, turn.truth) for turn in turns],
+                                      workdir / "tempo-report.html")
+    return {"json_file": gr.DownloadButton(value=str(json_path), visible=True),
+            "csv_file": gr.DownloadButton(value=str(csv_path), visible=True),
+            "report_file": gr.DownloadButton(value=str(report_path), visible=True)}
+
+
+def show_turn(server: Server, conversation: object, picked: object) -> Updates:
+    """A click on a reply in the chat: that turn's run on the timeline, filmstrip and key frames again."""
+    if not isinstance(conversation, Conversation) or not isinstance(picked, dict):
+        return {}
+    index = picked.get("turn")
+    if not isinstance(index, int) or not 0 <= index < len(conversation.turns):
+        return {}
+    return turn_updates(conversation.showing(index))
 
 
 @refused
@@ -149,6 +181,11 @@ def sweep_view(server: Server, video: object, question: str, **settings: object)
     rows = [[f"{result.budget:,}", f"{result.tokens_used:,}", answer_text(result.answer)] for result in reversed(sweep)]
     return {"plot": sweep_figure(last.segments, sweep, duration=last.video.duration, k_max=last.k_max),
             "answers": rows}
+
+
+def cancelled(server: Server) -> Updates:
+    """The Cancel button: the run is stopped (Gradio cancels it; closing its stream stops decoding too)."""
+    return {"status": status_html(RunProgress(), error="Cancelled: nothing more is decoded or compressed.")}
 
 
 def strategy_choice(server: Server, no_compression: bool) -> Updates:

@@ -8,19 +8,30 @@ import html
 from pathlib import Path
 from typing import Sequence
 
-from tempo.analysis import SegmentLook
+from tempo.analysis import SegmentLook, most_relevant
 from tempo.events import Finished
 from tempo.model import TempoModel
-from tempo.render.progress import RunProgress, run_stats
-from tempo.render.report import Truth
-from tempo.render.text import clock, span
+from tempo.render.progress import RunProgress, key_segments, run_stats
+from tempo.render.report import Truth, data_uri
+from tempo.render.text import answer_text, clock, span, time_mentions
+
+LOOKED_AT = 3  # segments shown as where the compressor looked
+LOOK_EDGE = 96  # their thumbnails' long edge
+KEY_FRAME_EDGE = 240
 
 # Clicks on a filmstrip thumbnail or on the timeline pick a segment: the picker's value becomes
-# {"segment": i, "click": n} (a new value each click, so the same segment twice is two changes).
+# {"segment": i, "click": n} (a new value each click, so the same segment twice is two changes). Anything with a
+# `data-seconds` (filmstrip cells, key frames, times in the chat) and timeline points move the preview player there.
 PICKER_JS = """
 let clicks = 0;
 const pick = (index) => { if (Number.isInteger(index)) props.value = {segment: index, click: ++clicks}; };
+const seek = (seconds) => {
+  const video = document.querySelector('#tempo-preview video');
+  if (video && Number.isFinite(seconds)) { video.currentTime = seconds; }
+};
 document.addEventListener('click', (event) => {
+  const timed = event.target.closest('[data-seconds]');
+  if (timed) { event.preventDefault(); seek(Number(timed.dataset.seconds)); }
   const cell = event.target.closest('#tempo-filmstrip [data-segment]');
   if (cell) pick(Number(cell.dataset.segment));
 });
@@ -28,11 +39,22 @@ const bound = new WeakSet();
 const bind = () => document.querySelectorAll('#tempo-timeline .js-plotly-plot').forEach((plot) => {
   if (bound.has(plot) || typeof plot.on !== 'function') return;
   bound.add(plot);
-  plot.on('plotly_click', (data) => { const point = data.points && data.points[0];
-                                      if (point && point.customdata) pick(Number(point.customdata[3])); });
+  plot.on('plotly_click', (data) => {
+    const point = data.points && data.points[0];
+    if (point && point.customdata) { seek(Number(point.customdata[4])); pick(Number(point.customdata[3])); }
+  });
 });
 new MutationObserver(bind).observe(document.body, {childList: true, subtree: true});
 bind();
+"""
+
+# A click on a reply in the chat shows that turn's run again: {"turn": i, "click": n}.
+TURN_PICKER_JS = """
+let clicks = 0;
+document.addEventListener('click', (event) => {
+  const turn = event.target.closest('#tempo-chat [data-turn]');
+  if (turn) props.value = {turn: Number(turn.dataset.turn), click: ++clicks};
+});
 """
 
 
@@ -61,6 +83,8 @@ def status_html(progress: RunProgress, error: str | None = None) -> str:
     elif progress.stage == "reading":
         done = progress.read
         text = f"Reading the video · segment {done} of {total}, before the GPU is asked for"
+    elif progress.stage == "compressing" and progress.from_cache:
+        text = f"Asked before: the compression comes from the cache · segment {done} of {total}"
     elif progress.stage == "compressing":
         reached = clock(progress.segments[-1].end if done else 0)
         eta = progress.eta()
@@ -69,7 +93,8 @@ def status_html(progress: RunProgress, error: str | None = None) -> str:
     elif progress.stage == "answering":
         text = f"Allocated {progress.allocation.tokens_used:,} of {progress.allocation.budget:,} tokens · answering…"
     else:
-        text = f"Done in {progress.finished.timings.get('total', 0.0):.1f} s"
+        text = f"Done in {progress.finished.timings.get('total', 0.0):.1f} s" + (
+            " · asked before, so the compression came from the cache" if progress.from_cache else "")
     width = 100 * done / total if total else 0
     return f"<div class='tempo-status'>{text}<div class='bar'><div style='width:{width:.1f}%'></div></div></div>"
 
@@ -120,3 +145,68 @@ def comparison_html(before: Finished, after: Finished, labels: tuple[str, str], 
     return (f"<div class='tempo-compare'><p>{html.escape(labels[0])}: {before.tokens_used:,} tokens · "
             f"{html.escape(labels[1])}: {after.tokens_used:,} tokens · {differ} of {len(after.segments)} segments "
             f"keep a different number · {same}.</p>" + (f"<p>Changed most:</p><ul>{items}</ul>" if items else "") + "</div>")
+
+
+def seek(seconds: float, text: str, kind: str = "tempo-seek") -> str:
+    """A clickable time: the page moves the preview player to `seconds` (see SEEK_JS)."""
+    return f"<a class='{kind}' data-seconds='{seconds:.2f}' title='Play from {clock(seconds)}'>{text}</a>"
+
+
+def escaped(text: str) -> str:
+    """Text as HTML that no markdown or markup in it can change (line breaks kept)."""
+    return html.escape(text).replace("\n", "<br>")
+
+
+def seekable(text: str) -> str:
+    """`text` escaped, every time it mentions made clickable."""
+    out, last = [], 0
+    for start, end, seconds in time_mentions(text):
+        out += [escaped(text[last:start]), seek(seconds, escaped(text[start:end]))]
+        last = end
+    return "".join(out) + escaped(text[last:])
+
+
+def question_html(question: str) -> str:
+    """A visitor's question in the chat."""
+    return f"<div class='tempo-question'>{escaped(question)}</div>"
+
+
+def looked_html(result: Finished, frames: Sequence, count: int = LOOKED_AT) -> str:
+    """Where the compressor looked: its most relevant segments, as clickable thumbnails with their times."""
+    cells = []
+    for segment in most_relevant(result.segments, count):
+        image = f"<img src='{data_uri(frames[segment.index], LOOK_EDGE)}' alt=''>" if segment.index < len(frames) else ""
+        cells.append(seek(segment.start, f"{image}<span>{span(segment.start, segment.end)} · "
+                                         f"{segment.relevance:.2f}</span>", "tempo-seek tempo-look"))
+    return ("<div class='tempo-looked'><div class='caption'>Where the compressor looked (its relevance, before the "
+            "decoder answered):</div>" + "".join(cells) + "</div>") if cells else ""
+
+
+def turn_html(index: int, turn, selected: bool) -> str:
+    """A turn's reply in the chat: the answer with clickable times, where the compressor looked, how it was
+    allocated, and for an example whether it is right. `data-turn` lets a click show the turn's run again."""
+    result = turn.result
+    verdict = ""
+    if turn.truth is not None:
+        mark = "right" if turn.truth.correct else "wrong"
+        verdict = (f"<div class='tempo-verdict {mark}'>{'✓' if turn.truth.correct else '✗'} expected "
+                   f"{seekable(turn.truth.expected)}</div>")
+    meta = (f"{html.escape(turn.label)} · {result.tokens_used:,} tokens · {result.timings.get('total', 0.0):.1f} s"
+            + (" · compression from the cache" if turn.cached else ""))
+    return (f"<div class='tempo-turn{' selected' if selected else ''}' data-turn='{index}'>"
+            f"<div class='tempo-reply'>{seekable(answer_text(result.answer))}</div>{verdict}"
+            f"{looked_html(result, turn.progress.frames)}<div class='tempo-meta'>{meta}</div></div>")
+
+
+def pending_html(partial: str) -> str:
+    """The reply while it is being written."""
+    return f"<div class='tempo-turn pending'><div class='tempo-reply'>{escaped(partial) or '…'}</div></div>"
+
+
+def key_frames_html(segments: Sequence, frames: Sequence) -> str:
+    """The segments that kept the most tokens, as thumbnails that play the preview from their start."""
+    cells = [seek(s.start, f"<img src='{data_uri(frames[s.index], KEY_FRAME_EDGE)}' alt=''>"
+                           f"<span>{span(s.start, s.end)} · {s.tokens} tokens</span>", "tempo-seek tempo-key")
+             for s in key_segments(segments, len(frames))]
+    return ("<div class='tempo-keys'><div class='caption'>Key frames: the segments that kept the most tokens</div>"
+            f"<div class='row'>{''.join(cells)}</div></div>") if cells else ""

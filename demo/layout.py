@@ -15,13 +15,13 @@ from tempo.model import TempoModel
 from tempo.render.timeline import timeline_figure
 
 from . import api, handlers
-from .html import PICKER_JS, header_html
+from .html import PICKER_JS, TURN_PICKER_JS, header_html
 from .server import Server
 from .settings import controls, other_controls
 
 QUEUE_SIZE = 16  # requests waiting beyond this are refused ("queue is full") instead of piling up
-ANALYZE_OUTPUTS = ("status", "timeline", "answer", "gallery", "stats", "json_file", "csv_file", "report_file",
-                   "filmstrip", "truth")  # what /analyze returns, in this order
+ANALYZE_OUTPUTS = ("status", "timeline", "chat", "gallery", "stats", "json_file", "csv_file", "report_file",
+                   "filmstrip", "truth", "conversation")  # what /analyze returns, in this order
 Outputs = dict[str, gr.components.Component]
 
 
@@ -33,45 +33,63 @@ class Inputs:
     preview: gr.Video
     question: gr.Textbox
     run: gr.Button
+    cancel: gr.Button
     settings: Outputs
     no_compression: gr.Checkbox
 
 
 def input_panel(server: Server) -> Inputs:
+    """Upload, question and Ask first (above the fold on a laptop), then the preview, examples and settings."""
     upload = gr.File(label="Video", file_types=["video"], file_count="single", height=90, elem_id="tempo-video")
-    preview = gr.Video(label="Preview", interactive=False, height=240, elem_id="tempo-preview")
     question = gr.Textbox(label="Question", lines=2, max_length=server.limits.max_question_chars,
-                          placeholder="e.g. When does the speaker show the chart?")
-    run = gr.Button("Compress & answer", variant="primary", size="lg")
+                          placeholder="e.g. When does the speaker show the chart?", elem_id="tempo-question")
+    with gr.Row():
+        run = gr.Button("Compress & answer", variant="primary", scale=3, elem_id="tempo-ask")
+        cancel = gr.Button("Cancel", variant="stop", scale=1, elem_id="tempo-cancel")
+    preview = gr.Video(label="Preview", interactive=False, height=240, elem_id="tempo-preview")
     if server.examples:
         gr.Examples([[e.video, e.question] for e in server.examples], inputs=[upload, question],
                     example_labels=[e.label for e in server.examples])
     with gr.Accordion("Advanced settings", open=False):
         settings = controls(server.model.spec)
         no_compression = gr.Checkbox(label="No compression (baseline: keep every memory token)")
-    return Inputs(upload, preview, question, run, settings, no_compression)
+    return Inputs(upload, preview, question, run, cancel, settings, no_compression)
 
 
-def result_panel() -> tuple[Outputs, gr.HTML]:
-    """The run's outputs by name (status, timeline, answer, ...), and the hidden picker that segment clicks set."""
-    status = gr.HTML()
+def result_panel() -> tuple[Outputs, Pickers]:
+    """The run's outputs by name (status, timeline, chat, ...), and the hidden pickers that clicks on segments and
+    on the chat's replies set."""
+    status = gr.HTML(elem_id="tempo-status")
     timeline = gr.Plot(timeline_figure([]), show_label=False, elem_id="tempo-timeline")
     filmstrip = gr.HTML(elem_id="tempo-filmstrip")
-    picker = gr.HTML(value={}, html_template="", js_on_load=PICKER_JS, elem_id="tempo-picker")
+    pickers = Pickers(gr.HTML(value={}, html_template="", js_on_load=PICKER_JS, elem_id="tempo-picker"),
+                      gr.HTML(value={}, html_template="", js_on_load=TURN_PICKER_JS, elem_id="tempo-turn-picker"))
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
-            answer = gr.Textbox(label="Answer", lines=4, max_lines=16, interactive=False, buttons=["copy"],
-                                elem_id="tempo-answer")
+            # Every message is HTML this server made, with the visitor's and the model's text escaped (html.py),
+            # so Gradio's sanitizer, which would strip the data-turn/data-seconds the page's script reads, is off.
+            chat = gr.Chatbot(label="Conversation with this video", show_label=False, height=360,
+                              elem_id="tempo-chat", sanitize_html=False,
+                              buttons=["copy"], feedback_options=None, group_consecutive_messages=False,
+                              placeholder="Ask a question: every answer stays here; click one to see its run again.")
             truth = gr.HTML(elem_id="tempo-truth")
         with gr.Column(scale=2):
-            stats = gr.HTML()
+            stats = gr.HTML(elem_id="tempo-stats")
             with gr.Row():
-                json_file = gr.DownloadButton("Segments · JSON", visible=False, size="sm")
+                json_file = gr.DownloadButton("Turns · JSON", visible=False, size="sm")
                 csv_file = gr.DownloadButton("Segments · CSV", visible=False, size="sm")
                 report_file = gr.DownloadButton("Report · HTML", visible=False, size="sm")
-    outputs = dict(status=status, timeline=timeline, answer=answer, stats=stats, json_file=json_file,
+    outputs = dict(status=status, timeline=timeline, chat=chat, stats=stats, json_file=json_file,
                    csv_file=csv_file, report_file=report_file, filmstrip=filmstrip, truth=truth)
-    return outputs, picker
+    return outputs, pickers
+
+
+@dataclass
+class Pickers:
+    """Hidden values the page's script sets: a segment picked on the timeline or filmstrip, a turn in the chat."""
+
+    segment: gr.HTML
+    turn: gr.HTML
 
 
 @dataclass
@@ -146,23 +164,31 @@ def connect(handler: Callable, server: Server, outputs: Outputs | None = None) -
     return fn
 
 
-def wire(server: Server, inputs: Inputs, outputs: Outputs, picker: gr.HTML, tabs: Tabs) -> None:
+def wire(server: Server, inputs: Inputs, outputs: Outputs, pickers: Pickers, tabs: Tabs) -> None:
     """The page's events. Handlers get the raw request values (preprocess=False) and check them themselves: which
     file may be opened, and settings named in the messages."""
     video = [inputs.upload, inputs.question]
     run_settings = inputs.settings | {"no_compression": inputs.no_compression}
     private = dict(api_visibility="private", preprocess=False)
-    inputs.upload.change(connect(handlers.show_preview, server, {"preview": inputs.preview}), inputs.upload,
-                         inputs.preview, concurrency_id="preview", concurrency_limit=2, show_progress="minimal",
-                         **private)
+    fresh = {"preview": inputs.preview, "chat": outputs["chat"], "conversation": outputs["conversation"]}
+    inputs.upload.change(connect(handlers.show_preview, server, fresh), inputs.upload, list(fresh.values()),
+                         concurrency_id="preview", concurrency_limit=2, show_progress="minimal", **private)
     strategy = {"strategy": inputs.settings["strategy"]}
     inputs.no_compression.change(connect(handlers.strategy_choice, server, strategy), inputs.no_compression,
                                  list(strategy.values()), api_visibility="private", queue=False)
-    gr.on([inputs.run.click, inputs.question.submit], connect(handlers.analyze, server, outputs), inputs=video,
-          inputs_kwargs=run_settings, outputs=list(outputs.values()), api_name="analyze", concurrency_id="model",
-          show_progress="hidden", preprocess=False)
-    picker.change(connect(handlers.segment_view, server, tabs.segment), [*video, picker], list(tabs.segment.values()),
-                  inputs_kwargs=run_settings, concurrency_id="model", **private)
+    asked = gr.on([inputs.run.click, inputs.question.submit], connect(handlers.analyze, server, outputs),
+                  inputs=video, inputs_kwargs=run_settings | {"conversation": outputs["conversation"]},
+                  outputs=list(outputs.values()), api_name="analyze", concurrency_id="model", show_progress="hidden",
+                  preprocess=False)
+    inputs.cancel.click(connect(handlers.cancelled, server, {"status": outputs["status"]}), None, outputs["status"],
+                        cancels=[asked], api_visibility="private", queue=False)
+    turn = {name: outputs[name] for name in ("timeline", "status", "chat", "conversation", "gallery", "stats",
+                                             "filmstrip", "truth")}
+    pickers.turn.change(connect(handlers.show_turn, server, turn), [outputs["conversation"], pickers.turn],
+                        list(turn.values()), queue=False, **private)
+    pickers.segment.change(connect(handlers.segment_view, server, tabs.segment), [*video, pickers.segment],
+                           list(tabs.segment.values()), inputs_kwargs=run_settings, concurrency_id="model",
+                           **private)
     tabs.compare_button.click(connect(handlers.compare_view, server, tabs.compare), video,
                               list(tabs.compare.values()), inputs_kwargs=inputs.settings | tabs.others,
                               concurrency_id="model", **private)
@@ -176,6 +202,7 @@ def api_endpoints(server: Server, inputs: Inputs, tabs: Tabs) -> None:
     result, file = gr.JSON(visible=False), gr.File(visible=False)
     segment = dict(result=result, frames=gr.Gallery(visible=False))
     endpoints = [(api.answer, "answer", inputs.settings, result),
+                 (api.chat, "chat", inputs.settings | {"history": gr.JSON(visible=False)}, result),
                  (api.compare, "compare", inputs.settings | tabs.others, result),
                  (api.sweep, "sweep", inputs.settings, result),
                  (api.segment, "segment", inputs.settings | {"segment": gr.Number(visible=False, precision=0)},
@@ -197,11 +224,10 @@ def build_demo(model: TempoModel, limits: Limits | None = None) -> gr.Blocks:
             with gr.Column(scale=2, min_width=340):
                 inputs = input_panel(server)
             with gr.Column(scale=5):
-                shown, picker = result_panel()
+                shown, pickers = result_panel()
                 tabs = analysis_tabs(server)
-                shown["gallery"] = gr.Gallery(label="Key frames: the segments that kept the most tokens", columns=3,
-                                              object_fit="cover", format="jpeg", fit_columns=False,
-                                              elem_id="tempo-gallery")
-        wire(server, inputs, {name: shown[name] for name in ANALYZE_OUTPUTS}, picker, tabs)
+                shown["gallery"] = gr.HTML(elem_id="tempo-gallery")
+        shown["conversation"] = gr.State(None, time_to_live=3600)  # a session's turns, kept an hour after its last use
+        wire(server, inputs, {name: shown[name] for name in ANALYZE_OUTPUTS}, pickers, tabs)
         api_endpoints(server, inputs, tabs)
     return demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=1)

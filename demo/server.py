@@ -11,7 +11,7 @@ import json
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from gradio.utils import get_upload_folder
 
@@ -24,7 +24,7 @@ from tempo.events import Event, Finished
 from tempo.model import TempoModel
 from tempo.pipeline import Answers, Compressed, serve
 from tempo.render.progress import RunProgress
-from tempo.render.report import Truth, write_report
+from tempo.render.report import Asked, Truth, write_report
 from tempo.stages import CompressedVideo, checked
 from tempo.synthetic import Question, is_correct
 
@@ -173,10 +173,9 @@ class Server:
         return serve(self.model, request.video, request.question, request.config, answers, self.cache,
                      self.device.accelerate, self.device.remote)
 
-    def write_report(self, request: Request, progress: RunProgress, path: str | os.PathLike) -> Path:
-        """The finished run as one offline HTML file, with the expected answer for an example."""
-        return write_report(progress, path, request.question, model=self.model.spec.name,
-                            truth=self.truth(request, progress.finished))
+    def write_report(self, asked: Sequence[Asked], path: str | os.PathLike) -> Path:
+        """Finished runs on one video (a conversation's turns) as one offline HTML file."""
+        return write_report(asked, path, model=self.model.spec.name)
 
     def compare(self, request: Request, others: Mapping[str, object]) -> Comparison:
         """The request's allocation and another (`others`: the compared settings' values) of one compression."""

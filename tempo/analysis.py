@@ -8,13 +8,14 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, replace
+from typing import Sequence
 
 import numpy as np
 
 from .cache import VideoCache, default_cache
 from .config import Limits, RunConfig
 from .errors import InputError, TempoError
-from .events import Finished
+from .events import Finished, SegmentSummary
 from .model import TempoModel
 from .pipeline import Compressed, serve
 from .stages import CompressedVideo, allocate_tokens, checked, out_of_memory_as_error, respond
@@ -85,6 +86,13 @@ def allocation_shape(tokens: list[int], k_min: int, k_max: int) -> dict[str, flo
     return {"at_k_min": sum(k <= k_min for k in tokens) / len(tokens),
             "near_k_max": sum(k >= 0.75 * k_max for k in tokens) / len(tokens),
             "entropy": entropy}
+
+
+def most_relevant(segments: Sequence[SegmentSummary], count: int = 3) -> list[SegmentSummary]:
+    """Where the compressor looked: the `count` segments it scored most relevant, most relevant first (ties go to
+    the earlier segment). This is its own localisation, independent of what the decoder then says."""
+    scored = [s for s in segments if s.relevance is not None]
+    return sorted(scored, key=lambda s: (-s.relevance, s.index))[:count]
 
 
 def relevance_ranks(relevance: list[float]) -> list[int]:

@@ -26,7 +26,7 @@ from .errors import InputError, TempoError
 from .model import CheckpointSpec, TempoModel
 from .pipeline import run
 from .render.progress import RunProgress
-from .render.report import write_report
+from .render.report import Asked, write_report
 
 RESULT_KEYS = ("id", "video", "question")
 log = logging.getLogger(__name__)
@@ -231,6 +231,6 @@ def answer_job(model: TempoModel, job: Job, base: RunConfig, cache: VideoCache,
         return {"id": job.id, "error": message}, "error: " + message
     result = progress.finished
     if reports:
-        write_report(progress, Path(reports, report_name(job.id)), job.question, model=model.spec.name)
+        write_report(Asked(job.question, progress), Path(reports, report_name(job.id)), model=model.spec.name)
     line = {"id": job.id, "video": job.video, "question": job.question, **job.extra, **result.to_dict()}
     return line, f"answered in {result.timings.get('total', 0):.1f}s"

@@ -22,7 +22,7 @@ from .pipeline import run
 from .stages import check_question
 from .render import figures as figures_module
 from .render.progress import RunProgress
-from .render.report import write_report
+from .render.report import Asked, write_report
 from .render.text import clock
 
 BAR = " ▁▂▃▄▅▆▇█"
@@ -172,7 +172,7 @@ def infer(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                     json.dump(event.to_dict(), f, indent=2, ensure_ascii=False)
                 err.write(f"wrote {args.json_out}\n")
             if args.report:
-                write_report(run_progress, args.report, args.query, model=model.spec.name)
+                write_report(Asked(args.query, run_progress), args.report, model=model.spec.name)
                 err.write(f"wrote {args.report}\n")
     return 0
 

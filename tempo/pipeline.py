@@ -54,10 +54,11 @@ class Job:
 @dataclass
 class Compressed:
     """The compression of one (video, question), on the CPU, for the host to keep; with the vision features when
-    the job asked for them."""
+    the job asked for them; `from_cache` when it was replayed from the cache rather than computed."""
 
     video: CompressedVideo
     encoded: list[EncodedSegment] | None = None
+    from_cache: bool = False
 
 
 def execute(model: TempoModel, job: Job) -> Iterator[Event | Compressed]:
@@ -107,7 +108,8 @@ def serve(model: TempoModel, video: str | os.PathLike, question: str, config: Ru
     """The host's half of a request (`config` and `question` already checked): `video` opened or found in `cache`
     and checked, `VideoProbed`, then the job, run by `accelerate` (default: `execute` in this process). `answers`
     are the allocations to answer under (or a function of the probe giving them). One `Compressed` always comes
-    before the answers, and what it holds is kept in `cache`.
+    before the answers (before the replayed segments, when it comes from the cache), and what it holds is kept in
+    `cache`.
 
     `remote`: the accelerator is another process. The video is then read here first (a `SegmentRead` each), its
     pixels are kept in the cache and sent with the job, and no vision features come back."""
@@ -123,15 +125,15 @@ def serve(model: TempoModel, video: str | os.PathLike, question: str, config: Ru
                          config.sampling.segment_frames)
         job = Job(question, source.probed, source.plan, config, chosen, timer)
         known = cache.compression(source.key, question) if source.cached is not None else None
-        if known is not None:  # asked before: the compression replays from the cache
+        if known is not None:  # asked before: the compression replays from the cache, and says so first
             job.known = known
+            yield Compressed(CompressedVideo(question, source.probed, source.plan, list(known.memories),
+                                             list(known.relevance)), from_cache=True)
+            if not chosen:
+                return
             for segment, score in zip(source.cached.segments, known.relevance):
                 yield SegmentCompressed(segment.index, source.probed.num_segments, *source.plan.span(segment.index),
                                         score, segment.thumbnail)
-            yield Compressed(CompressedVideo(question, source.probed, source.plan, list(known.memories),
-                                             list(known.relevance)))
-            if not chosen:
-                return
         elif source.cached is not None:
             job.segments = source.cached.segments
         else:

@@ -8,6 +8,8 @@ import socket
 from pathlib import Path
 from typing import Iterator
 
+import psutil
+
 from demo.launch import serve as launch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,3 +38,9 @@ def serve(model, limits=None) -> Iterator[str]:
         yield demo.local_url.rstrip("/")
     finally:
         demo.close()
+
+
+def decoding_processes() -> list[psutil.Process]:
+    """This process's decoding children (the fork server's own children): none once requests have ended."""
+    server = [p for p in psutil.Process().children() if "forkserver" in " ".join(p.cmdline())]
+    return [child for fork_server in server for child in fork_server.children()]

@@ -100,15 +100,33 @@ def test_missing_video_is_a_clear_error(client):
 
 def test_ui_endpoint_fills_every_output_and_leaves_no_files(client, video):
     before = _leftovers()
-    status, plot, answer, gallery, stats, json_file, csv_file, report_file, filmstrip, truth = client.predict(
+    status, plot, chat, key_frames, stats, json_file, csv_file, report_file, filmstrip, truth = client.predict(
         video, QUESTION, 1024, 8192, 4, "ata", "head", 0, 8, False, api_name="/analyze")
-    assert "Done" in status and answer.strip() and "segments" in stats
-    assert plot and 1 <= len(gallery) <= 6
+    assert "Done" in status and "segments" in stats
+    (asked, reply), = zip(chat[::2], chat[1::2])  # one turn: the question, then the reply
+    assert QUESTION in asked["content"][0]["text"] and "data-turn='0'" in reply["content"][0]["text"]
+    assert plot and 1 <= key_frames.count("tempo-seek tempo-key") <= 6
     for download in (json_file, csv_file, report_file):
         assert os.path.getsize(download["value"]) > 0  # Gradio's copy; the app's own folder is gone
     assert filmstrip.count("data-segment=") == 10  # one thumbnail per segment of the 40 s clip
     assert truth == ""  # not one of the shipped examples
     assert _leftovers() == before
+
+
+def test_chat_takes_its_history_and_returns_every_turn(client, example):
+    video, question = example
+    first = client.predict(video, question, max_new_tokens=8, api_name="/chat")
+    (turn,) = first["turns"]
+    assert turn["question"] == question and turn["truth"]["expected"] == "yellow"
+    relevance = sorted((s["relevance"] for s in turn["segments"]), reverse=True)
+    assert [s["relevance"] for s in turn["looked_at"]] == relevance[:3]  # where the compressor looked, best first
+    again = client.predict(video, "What moves?", history=first, max_new_tokens=8, api_name="/chat")
+    assert [t["question"] for t in again["turns"]] == [question, "What moves?"]
+    assert again["turns"][0] == turn  # earlier turns come back as they were sent
+    single = client.predict(video, question, max_new_tokens=8, api_name="/answer")
+    assert single["answer"] == turn["answer"]  # the same answer as /answer gives: history does not change it
+    with pytest.raises(AppError, match="history must be the list of turns"):
+        client.predict(video, question, history=["what?"], api_name="/chat")
 
 
 def test_an_example_answer_carries_its_ground_truth(client, example):

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
-from appserver import ROOT, load_app_model, serve
+from appserver import ROOT, decoding_processes, load_app_model, serve
 
 pytestmark = pytest.mark.browser
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -71,15 +72,15 @@ def test_visitor_gets_timeline_key_frames_and_answer_offline(app_url, browser, f
     page.get_by_label("Question").fill(question)
     page.get_by_role("button", name="Compress & answer").click()
 
-    page.wait_for_function("() => document.querySelector('#tempo-answer textarea')?.value.trim().length > 0",
-                           timeout=90_000)
+    page.locator("#tempo-chat [data-turn='0'] .tempo-reply").wait_for(timeout=90_000)
+    assert page.locator("#tempo-chat [data-turn='0'] .tempo-reply").inner_text().strip()
     page.get_by_text("Done in").wait_for(timeout=30_000)
     timeline = page.locator("#tempo-timeline .js-plotly-plot")
     assert timeline.locator(".barlayer .point").count() >= 1  # tokens per segment
     assert timeline.locator(".scatterlayer .trace").count() >= 1  # relevance curve
     page.locator("#tempo-gallery img").first.wait_for(timeout=30_000)
     assert page.locator("#tempo-gallery img").count() >= 1
-    assert page.get_by_role("button", name="Segments · JSON").is_visible()
+    assert page.get_by_role("button", name="Turns · JSON").is_visible()
 
     shot = page.screenshot(path=str(tmp_path / "app.png"), full_page=True)
     if os.environ.get("TEMPO_SCREENSHOT"):
@@ -172,6 +173,95 @@ def test_clicking_a_segment_shows_its_frames(analysed):
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] - 3)
     page.wait_for_function("() => document.querySelector('#tempo-segment h3')?.textContent === 'Segment 11'",
                            timeout=30_000)
+
+
+def test_clicking_a_filmstrip_cell_or_a_time_in_the_chat_moves_the_player_there(analysed):
+    page, _ = analysed
+    for selector in ("#tempo-filmstrip [data-segment='30']", "#tempo-filmstrip [data-segment='5']",
+                     "#tempo-chat .tempo-look >> nth=0", "#tempo-gallery .tempo-key >> nth=-1"):
+        target = page.locator(selector)
+        seconds = float(target.get_attribute("data-seconds"))
+        target.click()
+        page.wait_for_function(f"() => Math.abs(document.querySelector('#tempo-preview video').currentTime - "
+                               f"{seconds}) < 1", timeout=5_000)
+
+
+def test_three_turns_stay_in_the_chat_and_each_shows_its_own_run_again(app_url, browser):
+    entry = json.loads((ROOT / "examples" / "examples.json").read_text(encoding="utf-8"))[0]
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(app_url)
+    page.get_by_text(entry["label"]).first.click()
+    page.wait_for_function("() => document.querySelector('#tempo-preview video')?.src", timeout=30_000)
+    budgets = {0: 1024, 1: 64, 2: 200}  # a different allocation each turn (ATA spends 316 of 1,024 here)
+    tokens = {}
+    for turn, budget in budgets.items():
+        budget_box = page.get_by_label("number input for Visual token budget")
+        if not budget_box.is_visible():
+            page.get_by_text("Advanced settings").click()
+        budget_box.fill(str(budget))
+        budget_box.press("Enter")
+        page.locator("#tempo-question textarea").fill(entry["question"] if turn != 1 else "What moves?")
+        page.locator("#tempo-ask").click()
+        page.locator(f"#tempo-chat [data-turn='{turn}']").wait_for(timeout=120_000)
+        page.get_by_text("Done in").wait_for(timeout=30_000)
+        tokens[turn] = next(t for t in plot_data(page, "#tempo-timeline") if t["type"] == "bar")["y"]
+    assert len({tuple(t) for t in tokens.values()}) == 3
+    assert page.locator("#tempo-chat [data-turn]").count() == 3
+    for turn in (0, 2, 1):
+        page.locator(f"#tempo-chat [data-turn='{turn}'] .tempo-meta").click()
+        page.wait_for_function(f"() => document.querySelector('#tempo-chat .tempo-turn.selected')?.dataset.turn "
+                               f"=== '{turn}'", timeout=10_000)
+        page.wait_for_function("(want) => { const plot = document.querySelector('#tempo-timeline .js-plotly-plot');"
+                               " const bars = plot && plot.data.find(t => t.type === 'bar');"
+                               " return bars && JSON.stringify(bars.y) === JSON.stringify(want); }",
+                               arg=tokens[turn], timeout=10_000)
+    page.close()
+
+
+def test_at_laptop_size_the_first_visit_fits_and_nothing_overlaps(app_url, browser, analysed):
+    labelled = ["#tempo-video", "#tempo-question", "#tempo-ask", "#tempo-cancel"]
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(app_url)
+    page.locator("#tempo-ask").wait_for()
+    boxes = {selector: page.locator(selector).bounding_box() for selector in labelled}
+    for selector, box in boxes.items():  # everything a first visit needs is on the first screen
+        assert box and box["y"] >= 0 and box["y"] + box["height"] <= 720 and box["x"] + box["width"] <= 1280, selector
+    done, _ = analysed  # and after a run, the result's parts do not cover each other
+    done.set_viewport_size({"width": 1280, "height": 720})
+    parts = ["#tempo-status", "#tempo-timeline", "#tempo-filmstrip", "#tempo-chat", "#tempo-stats", "#tempo-gallery"]
+    placed = {selector: done.locator(selector).bounding_box() for selector in parts}
+    for i, a in enumerate(parts):
+        assert placed[a]["x"] >= 0 and placed[a]["x"] + placed[a]["width"] <= 1280, a
+        for b in parts[i + 1:]:
+            first, second = placed[a], placed[b]
+            apart = (first["x"] + first["width"] <= second["x"] + 1 or second["x"] + second["width"] <= first["x"] + 1
+                     or first["y"] + first["height"] <= second["y"] + 1
+                     or second["y"] + second["height"] <= first["y"] + 1)
+            assert apart, f"{a} overlaps {b}"
+    page.close()
+
+
+def test_cancel_stops_a_long_run_and_the_server_goes_idle(app_url, browser):
+    """The 45-minute example, cancelled from the page once its first segments are in: within 2 s no decoding
+    process is left and the server (this process) uses next to no CPU."""
+    import psutil
+
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(app_url)
+    page.locator("#tempo-video input[type=file]").set_input_files(str(ROOT / "examples" /
+                                                                       "synthetic-900004-45min.mp4"))
+    page.locator("#tempo-question textarea").fill("What moves?")
+    page.locator("#tempo-ask").click()
+    page.get_by_text("Compressing segment").wait_for(timeout=60_000)
+    page.locator("#tempo-cancel").click()
+    page.get_by_text("Cancelled").wait_for(timeout=5_000)
+    server = psutil.Process()
+    time.sleep(2)
+    assert not decoding_processes()
+    before = sum(server.cpu_times()[:2])
+    time.sleep(1)
+    assert sum(server.cpu_times()[:2]) - before < 0.15, "the server kept working after the cancel"
+    page.close()
 
 
 def test_compare_shows_two_timelines_and_two_answers(analysed):

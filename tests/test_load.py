@@ -26,7 +26,7 @@ from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 from gradio_client.utils import QueueError
 
-from appserver import ROOT, free_port, load_app_model, serve
+from appserver import ROOT, decoding_processes, free_port, load_app_model, serve
 from demo import layout
 from demo.launch import serve as launch
 from tempo import cli, pipeline
@@ -219,12 +219,6 @@ APP_FAULTS = [(oom_on_second_batch, VIDEO, OOM),
 
 def decode_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("tempo-decode")]
-
-
-def decoding_processes() -> list[psutil.Process]:
-    """This process's decoding children (the fork server's own children): none once requests have ended."""
-    server = [p for p in psutil.Process().children() if "forkserver" in " ".join(p.cmdline())]
-    return [child for fork_server in server for child in fork_server.children()]
 
 
 @pytest.mark.parametrize("inject, name, message", APP_FAULTS, ids=["out-of-memory", "damaged-video"])

@@ -63,10 +63,13 @@ def test_stats_and_key_frames():
 
 def test_export_writes_json_and_csv(tmp_path):
     finished = stream()[-1]
-    json_path, csv_path = export.export(finished, tmp_path)
-    assert json.loads(json_path.read_text())["segments"][1]["tokens"] == 32
+    json_path, csv_path = export.export([("What first?", finished), ("What next?", finished)], tmp_path)
+    turns = json.loads(json_path.read_text())["turns"]
+    assert [t["question"] for t in turns] == ["What first?", "What next?"] and turns[1]["segments"][1]["tokens"] == 32
     rows = list(csv.DictReader(csv_path.open()))
-    assert [int(r["tokens"]) for r in rows] == TOKENS and set(rows[0]) == set(export.SEGMENT_FIELDS)
+    assert [int(r["tokens"]) for r in rows] == TOKENS * 2
+    assert [r["turn"] for r in rows] == ["1"] * len(TOKENS) + ["2"] * len(TOKENS)
+    assert set(rows[0]) == set(export.TURN_FIELDS + export.SEGMENT_FIELDS)
 
 
 @pytest.mark.parametrize("seconds, text", [(0, "00:00"), (65.4, "01:05"), (3725, "1:02:05")])

@@ -28,6 +28,7 @@ class RunProgress:
     finished: Finished | None = None
     first_segment_at: float | None = None
     read: int = 0  # segments read ahead of a remote accelerator
+    from_cache: bool = False  # the compression was replayed from the cache (the question was asked before)
 
     def update(self, event: Event) -> None:
         if isinstance(event, VideoProbed):
@@ -110,11 +111,18 @@ def run_stats(result: Finished) -> dict[str, float | int]:
     }
 
 
+def key_segments(segments: Sequence[SegmentSummary], available: int,
+                 count: int = KEY_FRAMES) -> list[SegmentSummary]:
+    """The `count` segments that kept the most tokens (of the first `available`, which have thumbnails), in time
+    order."""
+    # Ties (every segment at k_max when compression is off) go to the more relevant, then the earlier segment.
+    kept = [s for s in segments if s.tokens > 0 and s.index < available]
+    ranked = sorted(kept, key=lambda s: (-s.tokens, -(s.relevance or 0.0), s.index))[:count]
+    return sorted(ranked, key=lambda s: s.index)
+
+
 def key_frames(segments: Sequence[SegmentSummary], frames: Sequence[np.ndarray],
                count: int = KEY_FRAMES) -> list[tuple[np.ndarray, str]]:
-    """Thumbnails of the `count` segments that kept the most tokens, in time order, captioned span · tokens."""
-    # Ties (every segment at k_max when compression is off) go to the more relevant, then the earlier segment.
-    kept = [s for s in segments if s.tokens > 0 and s.index < len(frames)]
-    ranked = sorted(kept, key=lambda s: (-s.tokens, -(s.relevance or 0.0), s.index))[:count]
+    """Thumbnails of `key_segments`, captioned span · tokens."""
     return [(frames[s.index], f"{span(s.start, s.end)} · {s.tokens} tokens")
-            for s in sorted(ranked, key=lambda s: s.index)]
+            for s in key_segments(segments, len(frames), count)]

@@ -55,11 +55,12 @@ def token_colour(tokens: int, k_min: int, k_max: int) -> str:
 
 def filmstrip_html(segments: Sequence[SegmentSummary], frames: Sequence[np.ndarray], k_min: int, k_max: int) -> str:
     """One thumbnail per segment in time order, bordered by the tokens it kept; each carries its segment index
-    (`data-segment`) for the page's segment inspector."""
+    (`data-segment`) for the page's segment inspector and its start (`data-seconds`) for the player."""
     cells = []
     for segment, frame in zip(segments, frames):
         title = f"{span(segment.start, segment.end)} · {segment.tokens} tokens"
-        cells.append(f"<button class='tempo-film' data-segment='{segment.index}' title='{html.escape(title)}' "
+        cells.append(f"<button class='tempo-film' data-segment='{segment.index}' data-seconds='{segment.start:.2f}' "
+                     f"title='{html.escape(title)}' "
                      f"style='border-color:{token_colour(segment.tokens, k_min, k_max)}'>"
                      f"<img src='{data_uri(frame, FILMSTRIP_EDGE)}' alt='segment {segment.index}'>"
                      f"<span>{clock(segment.start)}</span></button>")
@@ -76,19 +77,30 @@ table { border-collapse: collapse; margin: 0.8rem 0; font-size: 0.9rem; }
 td, th { padding: 0.2rem 0.8rem 0.2rem 0; text-align: left; } th { color: MUTED; font-weight: 500; }
 .frames { display: grid; grid-template-columns: repeat(auto-fill, minmax(220px, 1fr)); gap: 10px; }
 figure { margin: 0; } figure img { width: 100%; border-radius: 6px; } figcaption { font-size: 0.8rem; color: MUTED; }
+section + section { border-top: 1px solid #e2e8f0; margin-top: 2rem; }
 footer { margin-top: 2rem; font-size: 0.8rem; color: GUIDE; }
 """.replace("FONT", FONT).replace("MUTED", MUTED_TEXT).replace("GUIDE", GUIDE)
 
 
-def html_report(run: RunProgress, question: str, *, model: str, truth: Truth | None = None) -> str:
-    """One self-contained HTML page for a finished run: question, answer, settings, the interactive timeline, the
-    key frames and the timings. It opens offline (Plotly inlined, frames as data URIs)."""
-    result = run.finished
+@dataclass(frozen=True)
+class Asked:
+    """One question in a report and its finished run; `truth` for a shipped example."""
+
+    question: str
+    run: RunProgress
+    truth: Truth | None = None
+
+
+def turn_html(asked: Asked, number: int | None, plotly_js: bool) -> str:
+    """One question's part of a report: question, answer, numbers, the interactive timeline, key frames, settings
+    and timings. `number` heads it when the report holds several; `plotly_js` inlines Plotly (once a page)."""
+    result = asked.run.finished
     if result is None:
         raise ValueError("the run has not finished: there is nothing to report yet")
+    truth = asked.truth
     stats = run_stats(result)
     figure = result_figure(result, truth.evidence if truth else ())
-    timeline = pio.to_html(figure, include_plotlyjs=True, full_html=False, config={"displaylogo": False})
+    timeline = pio.to_html(figure, include_plotlyjs=plotly_js, full_html=False, config={"displaylogo": False})
     settings = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
                        for k, v in result.settings.items())
     numbers = [("segments", f"{stats['segments']:,} ({stats['sampled_frames']:,} frames over "
@@ -100,28 +112,38 @@ def html_report(run: RunProgress, question: str, *, model: str, truth: Truth | N
     timings = " · ".join(f"{k} {v:.2f} s" for k, v in result.timings.items())
     frames = "".join(f"<figure><img src='{data_uri(frame, REPORT_FRAME_EDGE)}' alt='{html.escape(caption)}'>"
                      f"<figcaption>{html.escape(caption)}</figcaption></figure>"
-                     for frame, caption in key_frames(result.segments, run.frames))
+                     for frame, caption in key_frames(result.segments, asked.run.frames))
     truth_html = ""
     if truth is not None:
         verdict = "right" if truth.correct else "wrong"
         truth_html = (f"<p class='truth {verdict}'>Expected: {html.escape(truth.expected)} · the answer is "
                       f"{verdict}. The evidence is shaded green on the timeline.</p>")
-    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-            f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
-            f"<title>Tempo · {html.escape(question[:80])}</title><style>{REPORT_STYLE}</style></head><body>"
-            f"<h1>Tempo <span>{html.escape(result.video.path.rsplit('/', 1)[-1])} · "
-            f"{html.escape(model)}</span></h1>"
-            f"<p class='question'><b>Q:</b> {html.escape(question)}</p>"
+    heading = f"<h2>Question {number}</h2>" if number is not None else ""
+    return (f"<section>{heading}<p class='question'><b>Q:</b> {html.escape(asked.question)}</p>"
             f"<div class='answer'>{html.escape(answer_text(result.answer))}</div>"
             f"{truth_html}<table>{numbers_html}</table>{timeline}"
-            f"<h2>Key frames</h2><div class='frames'>{frames}</div>"
-            f"<h2>Settings</h2><table>{settings}</table><p>Timings: {html.escape(timings)}</p>"
+            f"<h3>Key frames: the segments that kept the most tokens</h3><div class='frames'>{frames}</div>"
+            f"<h3>Settings</h3><table>{settings}</table><p>Timings: {html.escape(timings)}</p></section>")
+
+
+def html_report(asked: Sequence[Asked], *, model: str) -> str:
+    """One self-contained HTML page for finished runs on one video (a conversation's turns, or one question). It
+    opens offline (Plotly inlined once, frames as data URIs)."""
+    if not asked:
+        raise ValueError("there is nothing to report: no question was answered")
+    video = asked[0].run.finished.video.path.rsplit("/", 1)[-1] if asked[0].run.finished else ""
+    numbered = len(asked) > 1
+    body = "".join(turn_html(a, i + 1 if numbered else None, plotly_js=i == 0) for i, a in enumerate(asked))
+    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+            f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
+            f"<title>Tempo · {html.escape(asked[-1].question[:80])}</title><style>{REPORT_STYLE}</style></head><body>"
+            f"<h1>Tempo <span>{html.escape(video)} · {html.escape(model)}</span></h1>{body}"
             "<footer>Made with Tempo: query-aware compression for long videos.</footer></body></html>")
 
 
-def write_report(run: RunProgress, path: str | os.PathLike, question: str, *, model: str,
-                 truth: Truth | None = None) -> Path:
-    """`html_report` written to `path` (UTF-8); returns the path."""
+def write_report(asked: Asked | Sequence[Asked], path: str | os.PathLike, *, model: str) -> Path:
+    """`html_report` of one question or several, written to `path` (UTF-8); returns the path."""
     path = Path(path)
-    path.write_text(html_report(run, question, model=model, truth=truth), encoding="utf-8")
+    path.write_text(html_report([asked] if isinstance(asked, Asked) else list(asked), model=model),
+                    encoding="utf-8")
     return path

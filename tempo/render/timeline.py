@@ -57,7 +57,7 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
     Pass the segments compressed so far and `num_segments` / `duration` while streaming: the rest of the
     timeline is greyed out as pending. `note` replaces the empty-state message. `evidence` shades where the
     answer is known to be (the examples' ground truth). Every point carries its segment index (customdata[3]),
-    which the page reads when a segment is clicked.
+    and its start (customdata[4]), which the page reads when a segment is clicked.
     """
     done = len(segments)
     duration = duration or (segments[-1].end if segments else 60.0)
@@ -66,7 +66,7 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
     relevance = [s.relevance for s in segments]
     has_relevance = bool(segments) and all(r is not None for r in relevance)
     token_text = [f"{k} / {k_max}" if k_max else str(k) for k in tokens] if tokens else ["pending"] * done
-    hover_data = [[span(s.start, s.end), f"{r:.3f}" if r is not None else "n/a", t, s.index]
+    hover_data = [[span(s.start, s.end), f"{r:.3f}" if r is not None else "n/a", t, s.index, s.start]
                   for s, r, t in zip(segments, relevance, token_text)]
     hover = "<b>%{customdata[0]}</b><br>relevance %{customdata[1]}<br>tokens %{customdata[2]}<extra></extra>"
 

@@ -1,0 +1,67 @@
+"""A conversation with one video: each answered question is a turn that keeps its whole run, so that selecting the
+turn shows its timeline, filmstrip and key frames again; the chat's messages are made from the turns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from tempo.events import Finished
+from tempo.render.progress import RunProgress
+from tempo.render.report import Truth
+
+from .html import pending_html, question_html, turn_html
+
+MAX_TURNS = 24  # a conversation keeps its latest turns (each holds its run's thumbnails)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One question and its finished run, with how it was allocated and whether its compression was cached."""
+
+    question: str
+    progress: RunProgress
+    truth: Truth | None
+    evidence: tuple[tuple[float, float], ...]
+    label: str
+    cached: bool
+
+    @property
+    def result(self) -> Finished:
+        return self.progress.finished
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """The turns about one video, oldest first, and the one shown on the page."""
+
+    video: str
+    turns: tuple[Turn, ...] = ()
+    selected: int | None = None
+
+    def said(self, turn: Turn) -> Conversation:
+        """With `turn` added (the oldest dropped past MAX_TURNS) and selected."""
+        turns = (self.turns + (turn,))[-MAX_TURNS:]
+        return replace(self, turns=turns, selected=len(turns) - 1)
+
+    def showing(self, index: int) -> Conversation:
+        return replace(self, selected=index)
+
+
+def continued(conversation: object, video: str) -> Conversation:
+    """The conversation about `video`: the one going on, or a new one (another video starts afresh)."""
+    if isinstance(conversation, Conversation) and conversation.video == video:
+        return conversation
+    return Conversation(video)
+
+
+def messages(conversation: Conversation | None, asking: str | None = None, partial: str = "") -> list[dict]:
+    """The chat's messages: every turn (the selected one marked), then the question being answered, if any."""
+    shown = []
+    if conversation is not None:
+        for index, turn in enumerate(conversation.turns):
+            shown += [{"role": "user", "content": question_html(turn.question)},
+                      {"role": "assistant", "content": turn_html(index, turn, index == conversation.selected)}]
+    if asking is not None:
+        shown += [{"role": "user", "content": question_html(asking)},
+                  {"role": "assistant", "content": pending_html(partial)}]
+    return shown
