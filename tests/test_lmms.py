@@ -91,9 +91,10 @@ def read_run(out: Path) -> tuple[dict, list[dict], list[dict]]:
     """lmms-eval's results and samples files, and the allocation log."""
     (results,) = glob.glob(str(out / "results" / "**" / "*_results.json"), recursive=True)
     (samples,) = glob.glob(str(out / "results" / "**" / f"*_samples_{TASK}.jsonl"), recursive=True)
-    lines = (out / "allocations.jsonl").read_text(encoding="utf-8").splitlines()
-    return (json.loads(Path(results).read_text()), [json.loads(line) for line in Path(samples).read_text().splitlines()],
-            [json.loads(line) for line in lines])
+    samples_lines = Path(samples).read_text(encoding="utf-8").splitlines()
+    allocation_lines = (out / "allocations.jsonl").read_text(encoding="utf-8").splitlines()
+    return (json.loads(Path(results).read_text()), [json.loads(line) for line in samples_lines],
+            [json.loads(line) for line in allocation_lines])
 
 
 def test_lmms_eval_runs_a_local_task_through_the_entry_point(task, expected, tmp_path):

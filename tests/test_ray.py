@@ -45,9 +45,11 @@ def local(jobs, tmp_path_factory) -> dict[str, dict]:
 
 
 def results(output: Path) -> dict[str, dict]:
-    """An output's lines by id, without the timings (the one part two runs never share); ids must not repeat."""
+    """An output's lines by id, without the timings (which two runs never share: they depend on what each engine's
+    cache already held); ids must not repeat."""
     lines = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
-    by_id = {line["id"]: {key: value for key, value in line.items() if key != "timings"} for line in lines}
+    by_id = {line["id"]: {key: value for key, value in line.items() if not key.startswith("timings")}
+             for line in lines}
     assert len(by_id) == len(lines), "an id was written twice"
     return by_id
 
@@ -129,6 +131,9 @@ def test_actors_take_a_gpu_each_where_the_cluster_has_them():
     assert ray_batch.actor_pool({"CPU": 2}, None) == (1, {"num_cpus": 1})
     with pytest.raises(InputError, match="has 2 CPUs, so it cannot hold 3 actors"):
         ray_batch.actor_pool({"CPU": 2}, 3)
+    died = Exception("The actor died in its creation task\n  File x, line 1\n\x1b[31mtempo.errors.ModelError: "
+                     "No Tempo checkpoint at 'x'.\x1b[0m\n")
+    assert ray_batch.reason(died) == "tempo.errors.ModelError: No Tempo checkpoint at 'x'."
 
 
 def test_engine_options_and_a_missing_extra_are_one_line_each(jobs, tmp_path, monkeypatch):
@@ -140,4 +145,5 @@ def test_engine_options_and_a_missing_extra_are_one_line_each(jobs, tmp_path, mo
         require("ray", "ray")
     err = io.StringIO()
     assert cli.main(["batch", "--engine", "ray", "--input", str(jobs), "--output", str(tmp_path / "o")], err=err) == 2
-    assert err.getvalue().startswith("error: This needs the 'ray' extra") and 'pip install "tempo[ray]"' in err.getvalue()
+    message = err.getvalue()
+    assert message.startswith("error: This needs the 'ray' extra") and 'pip install "tempo[ray]"' in message

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
@@ -82,13 +83,19 @@ def run_batch(jobs: list[Job | dict], output: str | os.PathLike, base: RunConfig
             for line, outcome in stream(ray, todo, base, loading, cluster, reports) if todo else ():
                 record(results, line, outcome, summary, progress)
     except ray.exceptions.RayError as exc:
-        raise TempoError(f"The Ray run stopped ({type(exc).__name__}: {str(exc).splitlines()[0]}). The "
+        raise TempoError(f"The Ray run stopped ({type(exc).__name__}: {reason(exc)}). The "
                          f"{summary.answered + summary.failed} results so far are in {output}; run the same "
                          "command again to finish the rest.") from None
     finally:
         if todo:
             ray.shutdown()
     return summary
+
+
+def reason(exc: Exception) -> str:
+    """The last line of a Ray error: the error raised where it failed (an actor's model that would not load, ...)."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in str(exc).splitlines()]  # without colours
+    return next((line for line in reversed(lines) if line), type(exc).__name__)
 
 
 def connect(ray: ModuleType, address: str | None) -> None:
