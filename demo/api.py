@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from tempo.analysis import most_relevant
+from tempo.analysis import most_relevant, usable
 from tempo.errors import InputError
 from tempo.events import AllocationDone, Finished, SegmentCompressed, SegmentSummary
 from tempo.render.progress import RunProgress
@@ -93,10 +93,16 @@ def compare(server: Server, video: object, question: str, **values: object) -> d
 
 @refused
 def sweep(server: Server, video: object, question: str, **settings: object) -> dict:
-    """The run's strategy at budgets from one token per segment to every memory token: one /answer-style result
-    per budget, smallest first."""
-    swept = server.sweep(server.request(video, question, settings))
-    return {"budgets": [result.budget for result in swept], "results": [result.to_dict() for result in swept]}
+    """The run's strategy at budgets from one token per segment to every memory token (the top one kept whole):
+    one /answer-style result per budget, smallest first, each with "usable" (false where the answer says nothing
+    or loops) and, for a shipped example, "correct"."""
+    request = server.request(video, question, settings)
+    results = []
+    for result in server.sweep(request):
+        truth = server.truth(request, result)
+        results.append(result.to_dict() | {"usable": usable(result.answer)} |
+                       ({"correct": truth.correct} if truth else {}))
+    return {"budgets": [result["budget"] for result in results], "results": results}
 
 
 @refused

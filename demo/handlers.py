@@ -12,8 +12,9 @@ from typing import Iterator
 
 import gradio as gr
 
+from tempo.analysis import usable
 from tempo.errors import TempoError
-from tempo.events import AllocationDone, AnswerToken, Finished, SegmentCompressed, SegmentRead
+from tempo.events import AllocationDone, AnswerToken, Finished, SegmentCompressed, SegmentRead, VideoProbed
 from tempo.render.export import export
 from tempo.pipeline import Compressed
 from tempo.render.progress import RunProgress
@@ -26,7 +27,7 @@ from . import preview
 from .chat import Conversation, Turn, continued, messages
 from .html import comparison_html, key_frames_html, segment_html, stats_html, status_html, truth_html
 from .refusals import refusal, refused
-from .server import Server, label
+from .server import Request, Server, label
 from .settings import split_others
 
 SEGMENT_REFRESH_S = 0.25  # timeline redraws while compressing; the first and last segment always show
@@ -81,6 +82,9 @@ def analyze(server: Server, video: object, question: str, *, conversation: objec
                 progress.from_cache = event.from_cache
                 continue
             progress.update(event)
+            if isinstance(event, VideoProbed):
+                progress.estimate = server.pace.estimate(event.num_segments)
+                yield {"status": status_html(progress)}
             now = time.perf_counter()
             timeline = {"status": status_html(progress), "timeline": progress_figure(progress, request.evidence)}
             if isinstance(event, (SegmentRead, SegmentCompressed)):
@@ -94,6 +98,8 @@ def analyze(server: Server, video: object, question: str, *, conversation: objec
                 shown = now
                 yield {"chat": messages(talk, request.question, progress.answer)}
             elif isinstance(event, Finished):
+                if not progress.from_cache:
+                    server.pace.record(event)
                 talk = talk.said(Turn(request.question, progress, server.truth(request, event), request.evidence,
                                       label(request.config), progress.from_cache))
                 # A folder per request, deleted (finally) once Gradio has copied the files into its cache.
@@ -170,17 +176,34 @@ def compare_view(server: Server, video: object, question: str, **values: object)
             "second_plot": result_figure(second, request.evidence),
             "second_answer": gr.Textbox(value=answer_text(second.answer), label=comparison.labels[1]),
             "changes": changes,
-            "summary": comparison_html(first, second, comparison.labels, comparison.most_changed)}
+            "summary": comparison_html(first, second, comparison.labels, comparison.most_changed,
+                                       server.truth(request), (verdict(server, request, first),
+                                                               verdict(server, request, second)))}
 
 
 @refused
 def sweep_view(server: Server, video: object, question: str, **settings: object) -> Updates:
-    """The Budget sweep tab: tokens per segment at each budget as a heatmap, and the answer at each budget."""
-    sweep = server.sweep(server.request(video, question, settings))
+    """The Budget sweep tab: tokens per segment at each budget as a heatmap, and the answer at each budget, marked
+    "too few tokens" where it says nothing usable and, for an example, right or wrong."""
+    request = server.request(video, question, settings)
+    sweep = server.sweep(request)
     last = sweep[-1]
-    rows = [[f"{result.budget:,}", f"{result.tokens_used:,}", answer_text(result.answer)] for result in reversed(sweep)]
+    rows = []
+    for result in reversed(sweep):
+        everything = result.tokens_used == result.k_max * len(result.segments)
+        rows.append([f"{result.budget:,}" + (" (everything)" if everything else ""), f"{result.tokens_used:,}",
+                     answer_text(result.answer), verdict(server, request, result)])
     return {"plot": sweep_figure(last.segments, sweep, duration=last.video.duration, k_max=last.k_max),
             "answers": rows}
+
+
+def verdict(server: Server, request: Request, result: Finished) -> str:
+    """How an answer of a sweep or a comparison fares: "too few tokens" when it says nothing usable, else for
+    an example whether it is right."""
+    if not usable(result.answer):
+        return "too few tokens"
+    truth = server.truth(request, result)
+    return "" if truth is None else ("✓ right" if truth.correct else "✗ wrong")
 
 
 def cancelled(server: Server) -> Updates:

@@ -13,7 +13,7 @@ from tempo.events import Finished
 from tempo.model import TempoModel
 from tempo.render.progress import RunProgress, key_segments, run_stats
 from tempo.render.report import Truth, data_uri
-from tempo.render.text import answer_text, clock, span, time_mentions
+from tempo.render.text import answer_text, clock, span, time_mentions, timings_text
 
 LOOKED_AT = 3  # segments shown as where the compressor looked
 LOOK_EDGE = 96  # their thumbnails' long edge
@@ -83,6 +83,12 @@ def status_html(progress: RunProgress, error: str | None = None) -> str:
     elif progress.stage == "reading":
         done = progress.read
         text = f"Reading the video · segment {done} of {total}, before the GPU is asked for"
+    elif progress.stage == "compressing" and not done:
+        probed = progress.probed
+        guess = (f"about {progress.estimate:.0f} s here" if progress.estimate is not None
+                 else "the first run here measures how long videos take")
+        text = (f"{total} segments ({probed.sampled_frames:,} frames over {clock(probed.duration)}) · {guess} · "
+                "waiting for the first segment…")
     elif progress.stage == "compressing" and progress.from_cache:
         text = f"Asked before: the compression comes from the cache · segment {done} of {total}"
     elif progress.stage == "compressing":
@@ -110,7 +116,7 @@ def stats_html(result: Finished, context_truncated: int) -> str:
     ]
     body = "".join(f"<div class='card'><div class='value'>{value}</div><div class='label'>{label}</div></div>"
                    for value, label in cards)
-    body += "<div class='timings'>" + " · ".join(f"{k} {v:.2f} s" for k, v in result.timings.items()) + "</div>"
+    body += f"<div class='timings'>{html.escape(timings_text(result.timings, result.alongside))}</div>"
     if context_truncated:
         body += (f"<div class='warning'>{context_truncated:,} visual positions were cut to fit the decoder context "
                  "(as in the released code); lower the budget or max frames to keep them all.</div>")
@@ -135,20 +141,34 @@ def segment_html(look: SegmentLook, k_max: int) -> str:
     return f"<div class='tempo-segment'><h3>Segment {look.index + 1}</h3><div class='tempo-stats'>{cells}</div></div>"
 
 
-def comparison_html(before: Finished, after: Finished, labels: tuple[str, str], changed: Sequence[int]) -> str:
-    """How two allocations of one compression differ, in a sentence and a list of the biggest changes."""
+def comparison_html(before: Finished, after: Finished, labels: tuple[str, str], changed: Sequence[int],
+                    truth: Truth | None = None, verdicts: tuple[str, str] = ("", "")) -> str:
+    """How two allocations of one compression differ, in plain sentences: tokens spent, segments that changed,
+    the two answers (with the expected one for an example), and the biggest changes."""
     differ = sum(a.tokens != b.tokens for a, b in zip(before.segments, after.segments))
+    sentences = [
+        f"<b>{html.escape(labels[0])}</b> spends {before.tokens_used:,} tokens; <b>{html.escape(labels[1])}</b> "
+        f"spends {after.tokens_used:,}.",
+        f"{differ} of {len(after.segments)} segments keep a different number of tokens." if differ else
+        "Every segment keeps the same number of tokens.",
+    ]
+    answers = [f"“{html.escape(answer_text(r.answer))}”" + (f" ({v})" if v else "")
+               for r, v in zip((before, after), verdicts)]
+    if before.answer.strip() == after.answer.strip():
+        sentences.append(f"Both answer {answers[0]}.")
+    else:
+        sentences.append(f"The first answers {answers[0]}; the other answers {answers[1]}.")
+    if truth is not None:
+        sentences.append(f"The expected answer is <b>{html.escape(truth.expected)}</b>.")
     items = "".join(
         f"<li>{span(after.segments[i].start, after.segments[i].end)}: {before.segments[i].tokens} → "
         f"{after.segments[i].tokens} tokens</li>" for i in changed)
-    same = "the same answer" if before.answer.strip() == after.answer.strip() else "different answers"
-    return (f"<div class='tempo-compare'><p>{html.escape(labels[0])}: {before.tokens_used:,} tokens · "
-            f"{html.escape(labels[1])}: {after.tokens_used:,} tokens · {differ} of {len(after.segments)} segments "
-            f"keep a different number · {same}.</p>" + (f"<p>Changed most:</p><ul>{items}</ul>" if items else "") + "</div>")
+    return (f"<div class='tempo-compare'><p>{' '.join(sentences)}</p>"
+            + (f"<p>Changed most:</p><ul>{items}</ul>" if items else "") + "</div>")
 
 
 def seek(seconds: float, text: str, kind: str = "tempo-seek") -> str:
-    """A clickable time: the page moves the preview player to `seconds` (see SEEK_JS)."""
+    """A clickable time: the page moves the preview player to `seconds` (see PICKER_JS)."""
     return f"<a class='{kind}' data-seconds='{seconds:.2f}' title='Play from {clock(seconds)}'>{text}</a>"
 
 

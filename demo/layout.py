@@ -136,7 +136,7 @@ def analysis_tabs(server: Server) -> Tabs:
             sweep_button = gr.Button("Run the sweep", elem_id="tempo-sweep-button")
             with gr.Row(equal_height=False):
                 sweep = dict(plot=gr.Plot(show_label=False, elem_id="tempo-sweep", scale=3),
-                             answers=gr.Dataframe(headers=["budget", "tokens used", "answer"], interactive=False,
+                             answers=gr.Dataframe(headers=["budget", "tokens used", "answer", "verdict"], interactive=False,
                                                   wrap=True, scale=2, elem_id="tempo-sweep-answers"))
     segment["tabs"] = tabs
     return Tabs(tabs, segment, compare, others, compare_button, sweep, sweep_button)

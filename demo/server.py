@@ -9,7 +9,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from dataclasses import dataclass, replace
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Sequence
 
@@ -110,6 +111,28 @@ def label(config: RunConfig) -> str:
     return f"{allocation.strategy} · {allocation.budget:,} tokens · k_min {allocation.k_min} · {allocation.truncation}"
 
 
+class Pace:
+    """Seconds per segment of this server's recent uncached runs (a moving average), for up-front estimates."""
+
+    weight = 0.5  # of the newest run
+
+    def __init__(self) -> None:
+        self.per_segment: float | None = None
+        self._lock = threading.Lock()
+
+    def record(self, result: Finished) -> None:
+        if not result.segments:
+            return
+        seconds = result.timings.get("total", 0.0) / len(result.segments)
+        with self._lock:
+            old = self.per_segment
+            self.per_segment = seconds if old is None else self.weight * seconds + (1 - self.weight) * old
+
+    def estimate(self, num_segments: int) -> float | None:
+        """Seconds a video of `num_segments` should take here, once one run has been measured."""
+        return None if self.per_segment is None else self.per_segment * num_segments
+
+
 class Server:
     """The model, the request limits, the per-video cache, the examples and where visitors' files are."""
 
@@ -122,6 +145,7 @@ class Server:
         # Files a visitor may name: this server's uploads and the shipped examples, symlinks resolved.
         self.visitor_folders = (uploads, EXAMPLES_FILE.parent.resolve())
         self.device: Device = on_device(model)
+        self.pace = Pace()
 
     def visitor_video(self, payload: object) -> str:
         """The file a request names, if it is one this server may open: an upload or an example, after resolving
@@ -186,13 +210,12 @@ class Server:
                           analysis.token_changes(before, after), analysis.most_changed(before, after, MOST_CHANGED))
 
     def sweep(self, request: Request) -> list[Finished]:
-        """The request's strategy at budgets from one token per segment to every memory token, one trip."""
+        """The request's strategy at budgets from one token per segment to every memory token (kept whole at the
+        top, see analysis.sweep_configs), one trip."""
         k_max = self.model.spec.num_memory_tokens
 
         def budgets(probed) -> list[RunConfig]:
-            allocation = request.config.allocation
-            return [replace(request.config, allocation=replace(allocation, budget=budget))
-                    for budget in analysis.sweep_budgets(probed.num_segments, k_max)]
+            return analysis.sweep_configs(request.config, probed.num_segments, k_max)
 
         return answers(self.run(request, budgets))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, replace
 from typing import Sequence
 
@@ -56,12 +57,33 @@ def sweep_budgets(num_segments: int, k_max: int, count: int = SWEEP_BUDGETS) -> 
     return sorted(budgets)
 
 
+def sweep_configs(config: RunConfig, num_segments: int, k_max: int,
+                  budgets: list[int] | None = None) -> list[RunConfig]:
+    """`config` at each budget (default `sweep_budgets`). At every memory token the top row keeps them all (no
+    compression): under its strategy a budget that large is never spent (ATA keeps k_min plus a share of the
+    relevance, not the budget), and the sweep should end at what the decoder sees uncompressed."""
+    budgets = budgets or sweep_budgets(num_segments, k_max)
+    rows = []
+    for budget in budgets:
+        strategy = "off" if budget >= num_segments * k_max else config.allocation.strategy
+        rows.append(replace(config, allocation=replace(config.allocation, budget=budget, strategy=strategy)))
+    return rows
+
+
 def budget_sweep(model: TempoModel, compressed: CompressedVideo, config: RunConfig,
                  budgets: list[int] | None = None) -> list[Finished]:
-    """ATA (or `config`'s strategy) at each budget, each with its answer; budgets default to `sweep_budgets`."""
-    budgets = budgets or sweep_budgets(len(compressed.relevance), model.spec.num_memory_tokens)
-    return [reanswer(model, compressed, replace(config, allocation=replace(config.allocation, budget=budget)))
-            for budget in budgets]
+    """`sweep_configs` of `config` over one compression, each with its answer."""
+    rows = sweep_configs(config, len(compressed.relevance), model.spec.num_memory_tokens, budgets)
+    return [reanswer(model, compressed, row) for row in rows]
+
+
+def usable(answer: str) -> bool:
+    """Whether an answer says anything: some letters or digits, and no word repeated three times in a row, apart
+    or run together (the loops a decoder falls into when it is given too few tokens)."""
+    words = re.findall(r"\w+", answer.lower())
+    looping = any(words[i] == words[i + 1] == words[i + 2] for i in range(len(words) - 2)) or \
+        any(re.fullmatch(r"(\w{2,}?)\1{2,}", word) for word in words)
+    return bool(words) and not looping
 
 
 def token_changes(before: list[int], after: list[int]) -> list[int]:

@@ -23,7 +23,7 @@ from .stages import check_question
 from .render import figures as figures_module
 from .render.progress import RunProgress
 from .render.report import Asked, write_report
-from .render.text import clock
+from .render.text import clock, timings_text
 
 BAR = " ▁▂▃▄▅▆▇█"
 
@@ -165,8 +165,7 @@ def infer(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             out.flush()
         elif isinstance(event, Finished):
             out.write("\n")
-            err.write(f"done in {event.timings['total']:.1f}s  " +
-                      "  ".join(f"{k} {v:.2f}s" for k, v in event.timings.items() if k != "total") + "\n")
+            err.write(f"done in {event.timings['total']:.1f} s: {timings_text(event.timings, event.alongside)}\n")
             if args.json_out:
                 with open(args.json_out, "w", encoding="utf-8") as f:
                     json.dump(event.to_dict(), f, indent=2, ensure_ascii=False)

@@ -87,6 +87,7 @@ class Finished:
     timings: dict[str, float]
     video: VideoProbed
     settings: dict[str, object] = field(default_factory=dict)  # what the run was asked to do (see RunConfig.summary)
+    alongside: tuple[str, ...] = ()  # stages that ran beside the others (decoding workers), outside the total's sum
 
     def to_dict(self) -> dict:
         """JSON-ready summary (the CLI's --json, the app's API and each line of a batch's output)."""
@@ -101,6 +102,7 @@ class Finished:
             "sampled_frames": self.video.sampled_frames,
             "duration": self.video.duration,
             "timings": self.timings,
+            "timings_alongside": list(self.alongside),
             "settings": self.settings,
         }
 

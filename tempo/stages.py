@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
@@ -175,12 +174,11 @@ def respond(model: TempoModel, compressed: CompressedVideo, config: RunConfig,
         token_ids.append(token)
         yield AnswerToken(token, piece(token))
 
-    timings = {stage: round(seconds, 4) for stage, seconds in timer.totals.items()}
-    timings["total"] = round(time.perf_counter() - timer.started, 4)
     segments = [SegmentSummary(i, *compressed.plan.span(i), score, k)
                 for i, (score, k) in enumerate(zip(compressed.relevance, tokens))]
     yield Finished(model.tokenizer.decode(token_ids).strip(), token_ids, segments, budget, sum(tokens),
-                   k_max, timings, compressed.video, config.summary(budget))
+                   k_max, timer.timings(), compressed.video, config.summary(budget),
+                   tuple(sorted(timer.alongside & timer.totals.keys())))
 
 
 @contextlib.contextmanager

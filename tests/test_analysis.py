@@ -50,9 +50,18 @@ def test_a_budget_sweep_goes_from_one_token_per_segment_to_every_memory_token(fi
     k_max, n = fixture_model.spec.num_memory_tokens, len(compressed.relevance)
     assert [r.budget for r in sweep] == analysis.sweep_budgets(n, k_max)
     assert sweep[0].budget == n and sweep[-1].budget == n * k_max
+    assert sweep[-1].tokens_used == n * k_max and sweep[-1].settings["strategy"] == "off"  # everything, at the top
+    assert {r.settings["strategy"] for r in sweep[:-1]} == {"ata"}
     assert all(r.tokens_used <= r.budget for r in sweep) and all(r.answer for r in sweep)
     used = [r.tokens_used for r in sweep]
     assert used == sorted(used) and used[0] < used[-1]
+
+
+@pytest.mark.parametrize("answer, expected", [("yellow", True), ("At 2:03.", True), ("", False), ("  ", False),
+                                              ("orangeorangeorange", False), ("1024 frames", True), ("red red red", False),
+                                              ("the the the cube", False), ("...", False)])
+def test_an_answer_is_usable_unless_empty_or_looping(answer, expected):
+    assert analysis.usable(answer) is expected
 
 
 def test_sweep_budgets_are_log_spaced_and_distinct():

@@ -162,6 +162,9 @@ def test_sweep_answers_at_every_budget(client, example):
     result = client.predict(video, question, max_new_tokens=8, api_name="/sweep")
     assert result["budgets"] == [r["budget"] for r in result["results"]] == [38, 76, 152, 304, 608, 1216]
     assert all(r["tokens_used"] <= r["budget"] and r["answer"] for r in result["results"])
+    top = result["results"][-1]
+    assert top["tokens_used"] == top["budget"] == 38 * 32 and top["settings"]["strategy"] == "off"
+    assert all(isinstance(r["usable"], bool) and isinstance(r["correct"], bool) for r in result["results"])
 
 
 def test_segment_shows_its_frames_and_where_it_stands(client, example):

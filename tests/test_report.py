@@ -87,11 +87,54 @@ def test_figure_while_streaming_and_after_allocation():
     events = stream()
     streaming = timeline.timeline_figure(events[1:3], duration=20.0, num_segments=5)
     assert [t.name for t in streaming.data] == ["relevance", "relevance"]  # curve and strip, no bars yet
-    assert any("2 / 5" in (a.text or "") for a in streaming.layout.annotations)
+    pending, = {(shape.x0, shape.x1) for shape in streaming.layout.shapes if shape.type == "rect"}  # both rows
+    assert pending == (events[2].end, 20.0)  # the rest of the video, greyed out
+    assert streaming.layout.yaxis.range == (0, 1.04)  # relevance on [0, 1] from the first segment on
     done = timeline.timeline_figure(events[-1].segments, TOKENS, duration=20.0, num_segments=5, budget=100,
                                  k_min=4, k_max=32)
     bars = next(t for t in done.data if t.type == "bar")
     assert list(bars.y) == TOKENS and "00:04–00:08" in bars.customdata[1][0]
     assert {"k_max 32", "k_min 4", "budget ÷ segments 20"} <= {a.text for a in done.layout.annotations}
     assert done.layout.xaxis.ticktext[-1] == "00:20"
+    assert done.layout.yaxis.range == (0, 1.04)
     assert timeline.timeline_figure([]).data == ()
+
+
+def test_a_short_evidence_band_stays_visible_and_the_answers_time_is_marked():
+    events = stream()
+    hour = timeline.timeline_figure(events[-1].segments, TOKENS, duration=3600.0, k_min=4, k_max=32,
+                                    evidence=[(100.0, 101.0)], answer_times=[100.5])
+    (x0, x1), = {(shape.x0, shape.x1) for shape in hour.layout.shapes if shape.type == "rect"}
+    assert x1 - x0 >= 3600 * timeline.EVIDENCE_MIN_SHARE - 1e-9 and x0 < 100.5 < x1
+    assert "evidence" in [trace.name for trace in hour.data]  # named in the legend, not over the plot
+    assert "answer 01:40" in [a.text for a in hour.layout.annotations]
+    assert any(shape.type == "line" and shape.x0 == 100.5 for shape in hour.layout.shapes)
+    assert timeline.named_times("At 01:40, then 12.5 s and 9999 s.", 3600.0) == [12.5, 100.0]
+
+
+def test_a_long_videos_filmstrip_groups_neighbours_into_at_most_128_cells():
+    import re
+
+    from tempo.render.report import filmstrip_html
+
+    tokens = [4 + (i * 7919) % 29 for i in range(1024)]
+    segments = [SegmentSummary(i, 4.0 * i, 4.0 * i + 4, 0.5, k) for i, k in enumerate(tokens)]
+    strip = filmstrip_html(segments, [frame(0)] * 1024, 4, 32)
+    cells = re.findall(r"data-segment='(\d+)' data-seconds='([\d.]+)'", strip)
+    assert len(cells) == 128
+    for number, (index, seconds) in enumerate(cells):  # groups of 8: the one that kept most, from its start
+        group = range(8 * number, 8 * number + 8)
+        assert int(index) == max(group, key=lambda i: (tokens[i], -i)) and float(seconds) == 32.0 * number
+    assert filmstrip_html(segments[:38], [frame(0)] * 38, 4, 32).count("data-segment=") == 38
+
+
+def test_stage_timings_add_up_to_the_total_with_decoding_alongside(fixture_model, fixtures):
+    import tempo
+    from tempo.render.text import timings_text
+
+    result = tempo.answer(fixture_model, fixtures / "videos" / "shapes_40s_320x240.mp4", "What moves?")
+    serial = [name for name in result.timings if name not in result.alongside and name != "total"]
+    assert "decode" in result.alongside and "compress" in serial and "other" in serial
+    assert sum(result.timings[name] for name in serial) == pytest.approx(result.timings["total"], abs=2e-3)
+    text = timings_text(result.timings, result.alongside)
+    assert f"= {result.timings['total']:.2f} s · alongside: " in text and "decode" in text.split("alongside")[1]

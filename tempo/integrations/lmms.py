@@ -4,8 +4,8 @@ lmms-eval finds it through the `lmms_eval.models` entry point (`tempo.integratio
 one video and one question, answered by `tempo.answer`; questions about the same video reuse its frames and vision
 features. Model args and the task's generation kwargs are checked by the settings table, as every other way in.
 Each log sample's token counts hold the visual tokens the decoder read and the answer's length; with
-`allocation_log=FILE` every request's allocation (tokens and relevance per segment) is also one JSON line there,
-in the shape of `tempo batch`'s results (so `tempo figures` draws it).
+`allocation_log=FILE` every request's allocation (tokens and relevance per segment) is also one JSON line appended
+there, in the shape of `tempo batch`'s results (so `tempo figures` draws it).
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ModelArgs:
-    """What `--model_args` chose: the checkpoint and how to load it, and run settings (checked once it is loaded)."""
+    """What `--model_args` chose: the checkpoint and how to load it, and run settings (checked by the table now, and
+    against the checkpoint once it is loaded)."""
 
     pretrained: str | None = None  # None: tempo.from_pretrained's default (the embedded Tempo-Tiny off a Space)
     base: str | None = None

@@ -29,6 +29,7 @@ class RunProgress:
     first_segment_at: float | None = None
     read: int = 0  # segments read ahead of a remote accelerator
     from_cache: bool = False  # the compression was replayed from the cache (the question was asked before)
+    estimate: float | None = None  # seconds the whole run should take, said before it starts (None: not known yet)
 
     def update(self, event: Event) -> None:
         if isinstance(event, VideoProbed):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +22,11 @@ from PIL import Image
 from ..events import SegmentSummary
 from .progress import RunProgress, key_frames, run_stats
 from .style import FONT, GUIDE, KEPT_RGB, MUTED_TEXT, SQUEEZED_RGB
-from .text import answer_text, clock, span
+from .text import answer_text, clock, span, timings_text
 from .timeline import result_figure
 
 FILMSTRIP_EDGE = 112  # long edge of a filmstrip thumbnail
+FILMSTRIP_CELLS = 128  # past this many segments, neighbours share a cell (no sideways scrolling)
 REPORT_FRAME_EDGE = 320
 
 
@@ -53,17 +55,24 @@ def token_colour(tokens: int, k_min: int, k_max: int) -> str:
     return f"rgb({r}, {g}, {b})"
 
 
-def filmstrip_html(segments: Sequence[SegmentSummary], frames: Sequence[np.ndarray], k_min: int, k_max: int) -> str:
-    """One thumbnail per segment in time order, bordered by the tokens it kept; each carries its segment index
-    (`data-segment`) for the page's segment inspector and its start (`data-seconds`) for the player."""
+def filmstrip_html(segments: Sequence[SegmentSummary], frames: Sequence[np.ndarray], k_min: int, k_max: int,
+                   max_cells: int = FILMSTRIP_CELLS) -> str:
+    """Thumbnails in time order under the timeline, bordered by the tokens kept: one per segment, or past
+    `max_cells` one per group of neighbours, showing the group's segment that kept the most. Each carries that
+    segment's index (`data-segment`) for the page's segment inspector and its group's start (`data-seconds`)."""
+    size = max(1, math.ceil(len(segments) / max_cells))
     cells = []
-    for segment, frame in zip(segments, frames):
-        title = f"{span(segment.start, segment.end)} · {segment.tokens} tokens"
-        cells.append(f"<button class='tempo-film' data-segment='{segment.index}' data-seconds='{segment.start:.2f}' "
-                     f"title='{html.escape(title)}' "
-                     f"style='border-color:{token_colour(segment.tokens, k_min, k_max)}'>"
-                     f"<img src='{data_uri(frame, FILMSTRIP_EDGE)}' alt='segment {segment.index}'>"
-                     f"<span>{clock(segment.start)}</span></button>")
+    for first in range(0, len(segments), size):
+        group = segments[first:first + size]
+        shown = max(group, key=lambda s: (s.tokens, s.relevance or 0.0, -s.index))
+        if shown.index >= len(frames):
+            continue
+        start, end = group[0].start, group[-1].end
+        title = f"{span(start, end)} · {shown.tokens} tokens" + (f" (most of {len(group)} segments)" if size > 1 else "")
+        cells.append(f"<button class='tempo-film' data-segment='{shown.index}' data-seconds='{start:.2f}' "
+                     f"title='{html.escape(title)}' style='border-color:{token_colour(shown.tokens, k_min, k_max)}'>"
+                     f"<img src='{data_uri(frames[shown.index], FILMSTRIP_EDGE)}' alt='segment {shown.index}'>"
+                     f"<span>{clock(start)}</span></button>")
     return f"<div class='tempo-filmstrip'>{''.join(cells)}</div>"
 
 
@@ -109,7 +118,7 @@ def turn_html(asked: Asked, number: int | None, plotly_js: bool) -> str:
                ("tokens per frame", f"{stats['tokens_per_frame']:.2f}"),
                ("compression", f"{stats['compression']:.1f}x fewer than all memory tokens")]
     numbers_html = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in numbers)
-    timings = " · ".join(f"{k} {v:.2f} s" for k, v in result.timings.items())
+    timings = timings_text(result.timings, result.alongside)
     frames = "".join(f"<figure><img src='{data_uri(frame, REPORT_FRAME_EDGE)}' alt='{html.escape(caption)}'>"
                      f"<figcaption>{html.escape(caption)}</figcaption></figure>"
                      for frame, caption in key_frames(result.segments, asked.run.frames))

@@ -36,6 +36,7 @@ def page_layout(fig: go.Figure, height: int, revision: str, **layout) -> go.Figu
         plot_bgcolor="rgba(0,0,0,0)", hovermode="closest", font=dict(family=FONT, size=12, color=MUTED_TEXT),
         hoverlabel=dict(font_family=FONT), uirevision=revision,
         legend=dict(orientation="h", x=0, y=1.02, xanchor="left", yanchor="bottom", bgcolor="rgba(0,0,0,0)"),
+        modebar=dict(orientation="v", bgcolor="rgba(0,0,0,0)"),  # down the right margin, off the legend
         **layout)
     return fig
 

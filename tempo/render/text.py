@@ -41,3 +41,13 @@ def time_mentions(text: str) -> list[tuple[int, int, float]]:
             seconds = int(hours or 0) * 3600 + int(minutes) * 60 + int(secs)
         found.append((match.start(), match.end(), seconds))
     return found
+
+
+def timings_text(timings: dict[str, float], alongside: tuple[str, ...] = ()) -> str:
+    """Stage times as a sum that adds up to the total, then the stages that ran alongside (decoding workers),
+    e.g. "vision 1.20 s + compress 0.80 s + other 0.10 s = 2.10 s · alongside: decode 1.50 s"."""
+    serial = [f"{name} {seconds:.2f} s" for name, seconds in timings.items()
+              if name not in alongside and name != "total"]
+    text = " + ".join(serial) + f" = {timings.get('total', 0.0):.2f} s"
+    beside = [f"{name} {timings[name]:.2f} s" for name in alongside if name in timings]
+    return text + (" · alongside: " + ", ".join(beside) if beside else "")

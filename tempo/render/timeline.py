@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 from ..events import Finished
 from .progress import RunProgress
 from .style import GREEN, GUIDE, INDIGO, ORANGE, RED, RELEVANCE_SCALE, TOKEN_SCALE, page_layout
-from .text import clock, span
+from .text import clock, span, time_mentions
 
 COMPARE_COLORS = (INDIGO, ORANGE)
 TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400)
@@ -33,30 +33,49 @@ def time_ticks(duration: float, target: int = 8) -> tuple[list[float], list[str]
     return values, [clock(v) for v in values]
 
 
-def _relevance_range(values: list[float]) -> list[float]:
-    # ATA uses scores relative to each other (min-max), so the axis zooms to the spread rather than [0, 1].
-    low, high = min(values), max(values)
-    pad = max((high - low) * 0.2, 0.02)
-    return [max(0.0, low - pad), min(1.0, high + pad)]
+EVIDENCE_MIN_SHARE = 0.006  # an evidence band is at least this share of the axis wide (4 px on a 700 px plot)
 
 
-def _guide(fig: go.Figure, y: float, text: str, dash: str) -> None:
-    """A labelled horizontal line on the tokens axis."""
+def _guide(fig: go.Figure, y: float, text: str, dash: str, left: bool = False) -> None:
+    """A labelled horizontal line on the tokens axis (labelled at the right end, or the left one)."""
     fig.add_shape(type="line", xref="x domain", x0=0, x1=1, yref="y2", y0=y, y1=y,
                   line=dict(color=GUIDE, width=1, dash=dash), layer="below")
-    fig.add_annotation(xref="x domain", x=1, yref="y2", y=y, text=text, showarrow=False, xanchor="right",
-                       yanchor="bottom", font=dict(size=10, color=GUIDE))
+    fig.add_annotation(xref="x domain", x=0 if left else 1, yref="y2", y=y, text=text, showarrow=False,
+                       xanchor="left" if left else "right", yanchor="bottom", font=dict(size=10, color=GUIDE))
+
+
+def _evidence(fig: go.Figure, evidence: Sequence[tuple[float, float]], axis: float) -> None:
+    """Where the answer is known to be, shaded green (never thinner than EVIDENCE_MIN_SHARE of the axis), named in
+    the legend so that no label sits on the plot."""
+    least = axis * EVIDENCE_MIN_SHARE
+    for start, end in evidence:
+        middle, half = (start + end) / 2, max(end - start, least) / 2
+        fig.add_vrect(x0=middle - half, x1=middle + half, fillcolor=GREEN, opacity=0.18, line_width=0,
+                      layer="below", row="all", col=1)
+    if evidence:
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="evidence",
+                                 marker=dict(symbol="square", size=10, color=GREEN, opacity=0.35),
+                                 hoverinfo="skip"), row=1, col=1)
+
+
+def _answer_marks(fig: go.Figure, times: Sequence[float]) -> None:
+    """The times the answer names, as dashed lines labelled at their foot."""
+    for seconds in times:
+        fig.add_vline(x=seconds, line=dict(color=INDIGO, width=1.5, dash="dash"), row=1, col=1)
+        fig.add_annotation(x=seconds, xref="x", yref="y domain", y=0, text=f"answer {clock(seconds)}",
+                           showarrow=False, xanchor="left", yanchor="bottom", font=dict(size=10, color=INDIGO))
 
 
 def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = None, *,
                     duration: float | None = None, num_segments: int | None = None, budget: int | None = None,
                     k_min: int | None = None, k_max: int | None = None, note: str | None = None,
-                    evidence: Sequence[tuple[float, float]] = ()) -> go.Figure:
+                    evidence: Sequence[tuple[float, float]] = (), answer_times: Sequence[float] = ()) -> go.Figure:
     """Relevance curve over bars of tokens kept (once allocated), a heatmap strip below, x in video time.
 
     Pass the segments compressed so far and `num_segments` / `duration` while streaming: the rest of the
     timeline is greyed out as pending. `note` replaces the empty-state message. `evidence` shades where the
-    answer is known to be (the examples' ground truth). Every point carries its segment index (customdata[3]),
+    answer is known to be (the examples' ground truth); `answer_times` marks the times the answer names. The
+    relevance axis is [0, 1] from the first segment on. Every point carries its segment index (customdata[3]),
     and its start (customdata[4]), which the page reads when a segment is clicked.
     """
     done = len(segments)
@@ -85,7 +104,7 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
         share = budget / len(tokens) if budget else None
         # The even share only means something when it lands inside the axis; otherwise the budget never binds.
         if share is not None and share <= (k_max or max(tokens)) * 1.05:
-            _guide(fig, share, f"budget ÷ segments {share:.0f}", "dot")
+            _guide(fig, share, f"budget ÷ segments {share:.0f}", "dot", left=True)
     if has_relevance:
         markers = "lines+markers" if done <= 160 else "lines"  # dots stop helping once they touch
         fig.add_trace(go.Scatter(x=mids, y=relevance, name="relevance", mode=markers,
@@ -102,26 +121,20 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
                                  name="tokens" if tokens else "relevance"),
                       row=2, col=1)
 
-    for start, end in evidence:
-        fig.add_vrect(x0=start, x1=end, fillcolor=GREEN, opacity=0.18, line_width=0, layer="below",
-                      row="all", col=1)
-    if evidence:
-        fig.add_annotation(x=(evidence[0][0] + evidence[0][1]) / 2, xref="x", yref="paper", y=1.0, yanchor="bottom",
-                           text="evidence", showarrow=False, font=dict(size=11, color=GREEN))
+    _evidence(fig, evidence, duration)
+    _answer_marks(fig, answer_times)
     total = num_segments or done
     if done < total:  # the part of the video still being compressed
         fig.add_vrect(x0=segments[-1].end if segments else 0, x1=duration, fillcolor=GUIDE, opacity=0.12,
                       line_width=0, layer="below", row="all", col=1)
-    message = note or (f"compressing · {done} / {total} segments" if done < total and total else None)
-    if message or not segments:
-        fig.add_annotation(xref="paper", yref="paper", x=1.0 if segments else 0.5, y=1.02 if segments else 0.5,
-                           xanchor="right" if segments else "center", yanchor="bottom" if segments else "middle",
-                           text=message or "relevance per segment will appear here", showarrow=False,
+    if not segments:
+        fig.add_annotation(xref="paper", yref="paper", x=0.5, y=0.5, xanchor="center", yanchor="middle",
+                           text=note or "relevance per segment will appear here", showarrow=False,
                            font=dict(size=13, color=GUIDE))
 
     _time_axis(fig, duration)
-    fig.update_yaxes(title_text="relevance", title_font=dict(color=ORANGE), tickformat=".2f",
-                     range=_relevance_range(relevance) if has_relevance else [0, 1],
+    fig.update_yaxes(title_text="relevance", title_font=dict(color=ORANGE), range=[0, 1.04], tickmode="array",
+                     tickvals=[0, 0.25, 0.5, 0.75, 1], ticktext=["0", "0.25", "0.5", "0.75", "1"],
                      gridcolor="rgba(148, 163, 184, 0.18)", zeroline=False, row=1, col=1, secondary_y=False)
     top = k_max or max(tokens or [1]) or 1
     fig.update_yaxes(title_text="tokens kept" if tokens else None, range=[0, top * 1.12], tickmode="array",
@@ -190,11 +203,18 @@ def progress_figure(progress: RunProgress, evidence: Sequence[tuple[float, float
         duration=probed.duration if probed else None, num_segments=progress.num_segments or None,
         budget=allocation.budget if allocation else None, k_min=allocation.k_min if allocation else None,
         k_max=allocation.k_max if allocation else None,
-        note=None if progress.segments else "waiting for the first segment…", evidence=evidence)
+        note=None if progress.segments else "waiting for the first segment…", evidence=evidence,
+        answer_times=named_times(progress.finished.answer, probed.duration) if progress.finished else ())
+
+
+def named_times(answer: str, duration: float) -> list[float]:
+    """The times in the video an answer names (see text.time_mentions), in order, each once."""
+    return sorted({seconds for *_, seconds in time_mentions(answer) if 0 <= seconds <= duration})
 
 
 def result_figure(result: Finished, evidence: Sequence[tuple[float, float]] = ()) -> go.Figure:
     """`timeline_figure` of a finished run."""
     return timeline_figure(result.segments, [s.tokens for s in result.segments], duration=result.video.duration,
                            budget=result.budget, k_min=int(result.settings.get("k_min", 0)) or None,
-                           k_max=result.k_max, evidence=evidence)
+                           k_max=result.k_max, evidence=evidence,
+                           answer_times=named_times(result.answer, result.video.duration))
