@@ -20,7 +20,7 @@ from tempo.pipeline import Compressed
 from tempo.render.progress import RunProgress
 from tempo.render.report import Asked, filmstrip_html
 from tempo.render.text import answer_text, clock
-from tempo.render.timeline import comparison_figure, progress_figure, result_figure, sweep_figure
+from tempo.render.timeline import axis_of, comparison_figure, progress_figure, result_figure, sweep_figure
 from tempo.video import probe as headers
 
 from . import preview
@@ -169,7 +169,8 @@ def compare_view(server: Server, video: object, question: str, **values: object)
     comparison = server.compare(request, others)
     first, second = comparison.first, comparison.second
     before, after = [s.tokens for s in first.segments], [s.tokens for s in second.segments]
-    changes = comparison_figure(second.segments, before, after, duration=second.video.duration, k_max=second.k_max,
+    start, end = axis_of(second.video)
+    changes = comparison_figure(second.segments, before, after, start=start, duration=end, k_max=second.k_max,
                                 labels=comparison.labels, highlight=comparison.most_changed)
     return {"first_plot": result_figure(first, request.evidence),
             "first_answer": gr.Textbox(value=answer_text(first.answer), label=comparison.labels[0]),
@@ -193,7 +194,8 @@ def sweep_view(server: Server, video: object, question: str, **settings: object)
         everything = result.tokens_used == result.k_max * len(result.segments)
         rows.append([f"{result.budget:,}" + (" (everything)" if everything else ""), f"{result.tokens_used:,}",
                      answer_text(result.answer), verdict(server, request, result)])
-    return {"plot": sweep_figure(last.segments, sweep, duration=last.video.duration, k_max=last.k_max),
+    start, end = axis_of(last.video)
+    return {"plot": sweep_figure(last.segments, sweep, start=start, duration=end, k_max=last.k_max),
             "answers": rows}
 
 

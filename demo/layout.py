@@ -10,7 +10,7 @@ from typing import Callable
 
 import gradio as gr
 
-from tempo.config import Limits
+from tempo.config import Limits, setting_named
 from tempo.model import TempoModel
 from tempo.render.timeline import timeline_figure
 
@@ -168,7 +168,12 @@ def wire(server: Server, inputs: Inputs, outputs: Outputs, pickers: Pickers, tab
     """The page's events. Handlers get the raw request values (preprocess=False) and check them themselves: which
     file may be opened, and settings named in the messages."""
     video = [inputs.upload, inputs.question]
-    run_settings = inputs.settings | {"no_compression": inputs.no_compression}
+    # /analyze's parameters: the settings, no_compression, then the time range (added later, so it goes last and
+    # calls that name the earlier ones by position keep working).
+    ranged = {name for name in inputs.settings if setting_named(name).clock}
+    run_settings = ({name: c for name, c in inputs.settings.items() if name not in ranged}
+                    | {"no_compression": inputs.no_compression}
+                    | {name: c for name, c in inputs.settings.items() if name in ranged})
     private = dict(api_visibility="private", preprocess=False)
     fresh = {"preview": inputs.preview, "chat": outputs["chat"], "conversation": outputs["conversation"]}
     inputs.upload.change(connect(handlers.show_preview, server, fresh), inputs.upload, list(fresh.values()),

@@ -20,6 +20,8 @@ def control(setting: Setting, spec: CheckpointSpec, **overrides) -> gr.component
     options = dict(label=setting.label, info=setting.help, value=setting.default(spec)) | overrides
     if setting.kind is bool:
         return gr.Checkbox(**options)
+    if setting.clock:
+        return gr.Textbox(**(options | {"value": ""}), placeholder="m:ss", max_lines=1, max_length=12)
     if setting.choices is None:
         low, high = setting.bounds(spec)
         return gr.Slider(low, high, step=setting.step, **options)
@@ -28,8 +30,12 @@ def control(setting: Setting, spec: CheckpointSpec, **overrides) -> gr.component
 
 
 def controls(spec: CheckpointSpec) -> dict[str, gr.components.Component]:
-    """One control per setting the page offers, by name, in the table's order (the API's parameter order)."""
-    return {setting.name: control(setting, spec) for setting in settings(PAGE)}
+    """One control per setting the page offers, by name, in the table's order (the API's parameter order); the
+    time range (the table's last page settings) side by side."""
+    made = {setting.name: control(setting, spec) for setting in settings(PAGE) if not setting.clock}
+    with gr.Row():
+        made |= {setting.name: control(setting, spec) for setting in settings(PAGE) if setting.clock}
+    return made
 
 
 def other_controls(spec: CheckpointSpec) -> dict[str, gr.components.Component]:

@@ -33,6 +33,8 @@ class SamplingConfig:
     long_edge: int = 512
     segment_frames: int = 8
     fast_seek: bool = False  # key frames only: much faster on long files, not the released sampling
+    start: float | None = None  # seconds: sample only from here (None: the beginning) ...
+    end: float | None = None  # ... up to here (None: the end); times stay the video's own
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,9 @@ class RunConfig:
         if not (isinstance(self.sampling.fps, (int, float)) and math.isfinite(self.sampling.fps)
                 and self.sampling.fps > 0):
             raise InputError(f"Sampling fps must be a positive number (got {self.sampling.fps!r}).")
+        start, end = self.sampling.start, self.sampling.end
+        if start is not None and end is not None and end <= start:
+            raise InputError(f"The range ends ({end:g} s) before it starts ({start:g} s).")
         top_p = self.generation.top_p
         if isinstance(top_p, bool) or not (isinstance(top_p, (int, float)) and 0.0 < top_p <= 1.0):
             raise InputError(f"top_p must be in (0, 1] (got {top_p!r}).")
@@ -157,6 +162,7 @@ class Setting:
     choices: Mapping[str, str] | None = None  # value: label
     surfaces: frozenset[str] = EVERYWHERE
     checkpoint_default: str | None = None  # the Checkpoint attribute that is the default where the config has None
+    clock: bool = False  # a time in the video, given in seconds or as m:ss / h:mm:ss; empty for none
 
     def value_in(self, config: RunConfig) -> object:
         return getattr(config if self.part == "run" else getattr(config, self.part), self.name)
@@ -190,7 +196,7 @@ class Setting:
             low, high = self.bounds(spec)
             top = "k_max" if high == math.inf and self.maximum == K_MAX else f"{high:g}"
             allowed = f"{low:g}-{top}" + (f" {self.unit}" if self.unit else "")
-        shown = "the checkpoint's" if default is None else default
+        shown = ("none" if self.clock else "the checkpoint's") if default is None else default
         return f"{self.help} ({allowed}; default {shown})"
 
     def check(self, value: object, spec: Checkpoint | None = None, exact: bool = False) -> object:
@@ -199,6 +205,10 @@ class Setting:
         `exact`: a whole-number setting must hold an int already (a config built in code is not converted)."""
         if value is None and self.checkpoint_default is not None:
             return None  # the checkpoint's
+        if self.clock:
+            value = clock_seconds(value, self.label)
+            if value is None:
+                return None
         if self.choices is not None:
             if not isinstance(value, str) or value not in self.choices:
                 raise InputError(f"{self.label} must be one of {', '.join(self.choices)} (got {_shown(value)}).")
@@ -218,6 +228,29 @@ class Setting:
             side = f"less than minimum {low:g}" if value < low else f"greater than maximum {high:g}"
             raise InputError(f"{self.label} {value:g} is {side} (allowed range {low:g}–{high:g}).")
         return int(value) if self.kind is int else float(value)
+
+
+def clock_seconds(value: object, label: str) -> object:
+    """A time as given (seconds, "m:ss" or "h:mm:ss"; None or "" for none) in seconds; anything else as it came,
+    for the range check to explain, or an InputError for text that is no time."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    parts = text.split(":")
+    try:
+        if len(parts) > 3 or (len(parts) > 1 and any(not p.strip().isdigit() for p in parts[:-1])):
+            raise ValueError
+        seconds = float(parts[-1])
+        if len(parts) > 1 and not 0 <= seconds < 60:
+            raise ValueError
+        for place, part in enumerate(reversed(parts[:-1])):
+            seconds += int(part) * 60 ** (place + 1)
+    except ValueError:
+        raise InputError(f"{label} must be a time such as 12:00, 1:02:03 or 720 seconds (got {_shown(value)}).") \
+            from None
+    return seconds
 
 
 def _shown(value: object) -> str:
@@ -240,6 +273,10 @@ SETTINGS: tuple[Setting, ...] = (
             unit="tokens"),
     Setting("fast_seek", "sampling", bool, "Fast seek",
             "decode key frames only: an hour in seconds, but not the released sampling", surfaces=frozenset({CLI, BATCH})),
+    Setting("start", "sampling", float, "From", "analyse the video from this time (m:ss or seconds; empty: the "
+            "beginning)", 0, 24 * 3600, unit="s", clock=True),
+    Setting("end", "sampling", float, "To", "up to this time (m:ss or seconds; empty: the end)", 0, 24 * 3600,
+            unit="s", clock=True),
     Setting("micro_batch", "run", int, "Micro-batch", "segments per compressor forward pass", 1, 64,
             unit="segments", surfaces=frozenset({CLI})),
 )

@@ -21,6 +21,7 @@ class VideoProbed:
     real_fps: float
     num_segments: int
     backend: str
+    window: tuple[float, float] | None = None  # the part sampled (start, end) in seconds, when a range was asked
 
 
 @dataclass(frozen=True)

@@ -130,3 +130,25 @@ def test_the_same_question_again_skips_the_compressor(fixture_model, fixtures, t
     uncached = tempo.answer(fixture_model, video, "How many bikes?", config(strategy="uniform"), tempo.VideoCache())
     assert passes and again.token_ids == uncached.token_ids
     assert [s.tokens for s in again.segments] == [s.tokens for s in uncached.segments]
+
+
+def test_a_time_range_samples_only_that_part_and_keeps_the_videos_own_times(fixture_model, fixtures):
+    from tempo.config import RunConfig
+    from tempo.render.timeline import result_figure
+    from tempo.video import open_video, plan_sampling
+
+    video = fixtures / "videos" / "shapes_40s_320x240.mp4"
+    config = RunConfig().with_settings({"start": "0:10", "end": 30})
+    result = tempo.answer(fixture_model, video, "What moves?", config)
+    assert result.video.window == (10.0, 30.0) and len(result.segments) == 5  # 20 s at 2 fps in 8-frame segments
+    assert result.segments[0].start == pytest.approx(10.0) and result.segments[-1].end == pytest.approx(30.0)
+    assert result_figure(result).layout.xaxis.range == (10.0, 30.0)
+    reader = open_video(video)
+    plan = plan_sampling(reader, config.sampling)
+    reader.close()
+    assert plan.model_times(0, 8)[0] == pytest.approx(10.0)  # the compressor is told the video's own times
+    assert plan.tag_time(0) == pytest.approx(12.0)
+    with pytest.raises(tempo.InputError, match="starts at 60 s, after the video ends"):
+        tempo.answer(fixture_model, video, "What moves?", RunConfig().with_settings({"start": "1:00"}))
+    with pytest.raises(tempo.InputError, match="ends .20 s. before it starts .30 s."):
+        RunConfig().with_settings({"start": 30, "end": 20}).validate()

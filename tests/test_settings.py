@@ -15,7 +15,7 @@ import tempo
 from demo.layout import build_demo
 from demo.server import Server
 from tempo import batch, cli, config
-from tempo.config import BATCH, CLI, PAGE, RunConfig, Setting, settings
+from tempo.config import BATCH, CLI, PAGE, RunConfig, Setting, setting_named, settings
 
 EXAMPLE = "examples/synthetic-900001-2min.mp4"
 TOP_P = Setting("top_p", "generation", float, "Top-p", "sampling keeps the likeliest tokens up to this probability",
@@ -31,7 +31,7 @@ def page(model) -> tuple[dict[str, dict], dict[str, gr.components.Component]]:
     """The /answer endpoint's parameters by name, and the page's setting controls by label."""
     demo = build_demo(model, tempo.Limits())
     parameters = {p["parameter_name"]: p for p in demo.get_api_info()["named_endpoints"]["/answer"]["parameters"]}
-    kinds = (gr.Slider, gr.Dropdown, gr.Radio, gr.Checkbox)
+    kinds = (gr.Slider, gr.Dropdown, gr.Radio, gr.Checkbox, gr.Textbox)
     controls = {block.label: block for block in demo.blocks.values() if isinstance(block, kinds)}
     return parameters, controls
 
@@ -56,8 +56,12 @@ def test_the_page_and_the_api_offer_the_tables_page_settings(tiny):
     parameters, controls = page(tiny)
     assert list(parameters) == ["video", "question", *(s.name for s in settings(PAGE))]
     for setting in settings(PAGE):
-        assert parameters[setting.name]["parameter_default"] == setting.default(tiny.spec), setting.name
         control = controls[setting.label]
+        if setting.clock:  # a time, typed: empty means none
+            assert setting.default(tiny.spec) is None and control.value == "" and control.placeholder == "m:ss"
+            assert parameters[setting.name]["parameter_default"] == ""
+            continue
+        assert parameters[setting.name]["parameter_default"] == setting.default(tiny.spec), setting.name
         assert control.value == setting.default(tiny.spec)
         if setting.choices:
             assert [value for _, value in control.choices] == list(setting.choices)
@@ -88,7 +92,8 @@ def test_batch_jobs_take_the_tables_batch_settings(tiny):
 
 
 @pytest.mark.parametrize("setting, value", [(s, s.bounds()[0] - 1) for s in settings() if s.minimum is not None] +
-                         [(s, "neither") for s in settings() if s.choices or s.kind is bool])
+                         [(s, "neither") for s in settings() if s.choices or s.kind is bool or s.clock] +
+                         [(s, "1:75") for s in settings() if s.clock])
 def test_each_bad_value_gets_the_tables_message_on_every_surface(tiny, setting, value):
     with pytest.raises(tempo.InputError) as expected:
         setting.check(value, tiny.spec)
@@ -134,3 +139,9 @@ def test_a_setting_added_to_the_table_appears_on_every_surface(tiny, monkeypatch
             attempt()
         messages.add(str(error.value))
     assert messages == {"Top-p 2 is greater than maximum 1 (allowed range 0.05–1)."}
+
+
+@pytest.mark.parametrize("given, seconds", [("12:00", 720.0), ("1:02:03", 3723.0), ("90", 90.0), (" 0:30.5 ", 30.5),
+                                            (45, 45), ("", None), (None, None)])
+def test_a_time_is_taken_in_seconds_or_as_a_clock(given, seconds):
+    assert setting_named("start").check(given) == seconds

@@ -3,12 +3,13 @@ allocations of one compression side by side; and a budget sweep."""
 
 from __future__ import annotations
 
+import math
 from typing import Protocol, Sequence
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..events import Finished
+from ..events import Finished, VideoProbed
 from .progress import RunProgress
 from .style import GREEN, GUIDE, INDIGO, ORANGE, RED, RELEVANCE_SCALE, TOKEN_SCALE, page_layout
 from .text import clock, span, time_mentions
@@ -26,11 +27,19 @@ class Segment(Protocol):
     relevance: float | None
 
 
-def time_ticks(duration: float, target: int = 8) -> tuple[list[float], list[str]]:
-    """Round video times (1 s ... 4 h apart) for at most about `target` ticks, labelled m:ss."""
-    step = next((s for s in TICK_STEPS if duration / s <= target), TICK_STEPS[-1])
-    values = [i * step for i in range(int(duration // step) + 1)]
+def time_ticks(duration: float, target: int = 8, start: float = 0.0) -> tuple[list[float], list[str]]:
+    """Round video times (1 s ... 4 h apart) from `start` to `duration` for at most about `target` ticks,
+    labelled m:ss."""
+    step = next((s for s in TICK_STEPS if (duration - start) / s <= target), TICK_STEPS[-1])
+    values = [i * step for i in range(math.ceil(start / step - 1e-9), int(duration // step) + 1)]
     return values, [clock(v) for v in values]
+
+
+def axis_of(video: VideoProbed | None) -> tuple[float, float] | None:
+    """The stretch of video a figure's time axis spans: the range sampled, or the whole video."""
+    if video is None:
+        return None
+    return video.window or (0.0, video.duration)
 
 
 EVIDENCE_MIN_SHARE = 0.006  # an evidence band is at least this share of the axis wide (4 px on a 700 px plot)
@@ -69,13 +78,14 @@ def _answer_marks(fig: go.Figure, times: Sequence[float]) -> None:
 def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = None, *,
                     duration: float | None = None, num_segments: int | None = None, budget: int | None = None,
                     k_min: int | None = None, k_max: int | None = None, note: str | None = None,
-                    evidence: Sequence[tuple[float, float]] = (), answer_times: Sequence[float] = ()) -> go.Figure:
+                    evidence: Sequence[tuple[float, float]] = (), answer_times: Sequence[float] = (),
+                    start: float = 0.0) -> go.Figure:
     """Relevance curve over bars of tokens kept (once allocated), a heatmap strip below, x in video time.
 
     Pass the segments compressed so far and `num_segments` / `duration` while streaming: the rest of the
     timeline is greyed out as pending. `note` replaces the empty-state message. `evidence` shades where the
     answer is known to be (the examples' ground truth); `answer_times` marks the times the answer names. The
-    relevance axis is [0, 1] from the first segment on. Every point carries its segment index (customdata[3]),
+    relevance axis is [0, 1] from the first segment on; the time axis runs from `start` to `duration`. Every point carries its segment index (customdata[3]),
     and its start (customdata[4]), which the page reads when a segment is clicked.
     """
     done = len(segments)
@@ -121,18 +131,18 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
                                  name="tokens" if tokens else "relevance"),
                       row=2, col=1)
 
-    _evidence(fig, evidence, duration)
+    _evidence(fig, evidence, duration - start)
     _answer_marks(fig, answer_times)
     total = num_segments or done
     if done < total:  # the part of the video still being compressed
-        fig.add_vrect(x0=segments[-1].end if segments else 0, x1=duration, fillcolor=GUIDE, opacity=0.12,
+        fig.add_vrect(x0=segments[-1].end if segments else start, x1=duration, fillcolor=GUIDE, opacity=0.12,
                       line_width=0, layer="below", row="all", col=1)
     if not segments:
         fig.add_annotation(xref="paper", yref="paper", x=0.5, y=0.5, xanchor="center", yanchor="middle",
                            text=note or "relevance per segment will appear here", showarrow=False,
                            font=dict(size=13, color=GUIDE))
 
-    _time_axis(fig, duration)
+    _time_axis(fig, duration, start)
     fig.update_yaxes(title_text="relevance", title_font=dict(color=ORANGE), range=[0, 1.04], tickmode="array",
                      tickvals=[0, 0.25, 0.5, 0.75, 1], ticktext=["0", "0.25", "0.5", "0.75", "1"],
                      gridcolor="rgba(148, 163, 184, 0.18)", zeroline=False, row=1, col=1, secondary_y=False)
@@ -144,14 +154,15 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
     return page_layout(fig, 430, "timeline", showlegend=bool(segments), barmode="overlay", bargap=0)
 
 
-def _time_axis(fig: go.Figure, duration: float, **where) -> None:
-    ticks, labels = time_ticks(duration)
-    fig.update_xaxes(range=[0, duration], tickvals=ticks, ticktext=labels, showgrid=False, zeroline=False,
+def _time_axis(fig: go.Figure, duration: float, start: float = 0.0, **where) -> None:
+    ticks, labels = time_ticks(duration, start=start)
+    fig.update_xaxes(range=[start, duration], tickvals=ticks, ticktext=labels, showgrid=False, zeroline=False,
                      showline=False, ticks="", **where)
 
 
 def comparison_figure(segments: Sequence[Segment], before: Sequence[int], after: Sequence[int], *, duration: float,
-                      k_max: int, labels: tuple[str, str], highlight: Sequence[int] = ()) -> go.Figure:
+                      k_max: int, labels: tuple[str, str], highlight: Sequence[int] = (),
+                      start: float = 0.0) -> go.Figure:
     """Two allocations of one compression: tokens per segment side by side, then what each segment gained or
     lost, with the segments that changed most labelled."""
     mids = [(s.start + s.end) / 2 for s in segments]
@@ -172,7 +183,7 @@ def comparison_figure(segments: Sequence[Segment], before: Sequence[int], after:
     for i in highlight:
         fig.add_annotation(x=mids[i], y=changes[i], text=f"{changes[i]:+d}", showarrow=False, row=2, col=1,
                            yanchor="bottom" if changes[i] > 0 else "top", font=dict(size=11, color="#334155"))
-    _time_axis(fig, duration)
+    _time_axis(fig, duration, start)
     fig.update_yaxes(title_text="tokens kept", range=[0, k_max * 1.08], gridcolor="rgba(148, 163, 184, 0.18)",
                      row=1, col=1)
     fig.update_yaxes(title_text="change", zeroline=True, zerolinecolor=GUIDE, showgrid=False, row=2, col=1)
@@ -180,7 +191,7 @@ def comparison_figure(segments: Sequence[Segment], before: Sequence[int], after:
 
 
 def sweep_figure(segments: Sequence[Segment], sweep: Sequence[Finished], *, duration: float,
-                 k_max: int) -> go.Figure:
+                 k_max: int, start: float = 0.0) -> go.Figure:
     """Tokens kept per segment (x: video time) at each budget of a sweep (y, smallest at the bottom)."""
     edges = [s.start for s in segments] + [segments[-1].end]
     rows = [f"{result.budget:,}" for result in sweep]
@@ -190,7 +201,7 @@ def sweep_figure(segments: Sequence[Segment], sweep: Sequence[Finished], *, dura
         zmin=0, zmax=k_max, xgap=1, ygap=2, customdata=hover,
         colorbar=dict(title=dict(text="tokens", side="right"), thickness=12, len=0.9),
         hovertemplate="<b>%{customdata[0]}</b><br>budget %{customdata[1]}<br>%{z} tokens kept<extra></extra>"))
-    _time_axis(fig, duration)
+    _time_axis(fig, duration, start)
     fig.update_yaxes(title_text="budget", type="category")
     return page_layout(fig, 90 + 44 * len(rows), "sweep")
 
@@ -198,9 +209,10 @@ def sweep_figure(segments: Sequence[Segment], sweep: Sequence[Finished], *, dura
 def progress_figure(progress: RunProgress, evidence: Sequence[tuple[float, float]] = ()) -> go.Figure:
     """`timeline_figure` for a run in flight (or finished), straight from its folded events."""
     allocation, probed = progress.allocation, progress.probed
+    start, end = axis_of(probed) or (0.0, None)
     return timeline_figure(
-        progress.segments, allocation.tokens if allocation else None,
-        duration=probed.duration if probed else None, num_segments=progress.num_segments or None,
+        progress.segments, allocation.tokens if allocation else None, start=start,
+        duration=end, num_segments=progress.num_segments or None,
         budget=allocation.budget if allocation else None, k_min=allocation.k_min if allocation else None,
         k_max=allocation.k_max if allocation else None,
         note=None if progress.segments else "waiting for the first segment…", evidence=evidence,
@@ -214,7 +226,8 @@ def named_times(answer: str, duration: float) -> list[float]:
 
 def result_figure(result: Finished, evidence: Sequence[tuple[float, float]] = ()) -> go.Figure:
     """`timeline_figure` of a finished run."""
-    return timeline_figure(result.segments, [s.tokens for s in result.segments], duration=result.video.duration,
+    start, end = axis_of(result.video)
+    return timeline_figure(result.segments, [s.tokens for s in result.segments], start=start, duration=end,
                            budget=result.budget, k_min=int(result.settings.get("k_min", 0)) or None,
                            k_max=result.k_max, evidence=evidence,
                            answer_times=named_times(result.answer, result.video.duration))

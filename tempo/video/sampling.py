@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..config import SamplingConfig
+from ..errors import InputError
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,9 @@ class SamplingPlan:
     real_fps: float  # sampled frames per second of video
     segments: list[range]  # windows over the sampled frames
     segment_frames: int
-    duration: float
+    duration: float  # where the sampled part ends (the video's end unless a range was asked for)
     keyframes_only: bool = False  # fast seek: true keyframe times instead of the released uniform clock
+    offset: float = 0.0  # where the sampled part starts: the released clock counts from here
 
     def segment_frame_times(self, index: int) -> list[float]:
         return [self.frame_times[i] for i in self.segments[index]]
@@ -77,7 +80,7 @@ class SamplingPlan:
         window = self.segments[index]
         if self.keyframes_only:
             return [self.frame_times[window[min(k, len(window) - 1)]] for k in range(length)]
-        return [(window.start + k) / self.real_fps for k in range(length)]
+        return [self.offset + (window.start + k) / self.real_fps for k in range(length)]
 
     def tag_time(self, index: int) -> float:
         """The decoder's `<t seconds>`: the centre of a full window even for a short last segment (released),
@@ -85,7 +88,7 @@ class SamplingPlan:
         if self.keyframes_only:
             times = self.segment_frame_times(index)
             return (times[0] + times[-1]) / 2
-        return (index * self.segment_frames + self.segment_frames / 2) / self.real_fps
+        return self.offset + (index * self.segment_frames + self.segment_frames / 2) / self.real_fps
 
     def tag_times(self) -> list[float]:
         """`tag_time` of every segment."""
@@ -97,16 +100,37 @@ class SamplingPlan:
         if self.keyframes_only:
             end = self.frame_times[window.stop] if window.stop < len(self.frame_times) else self.duration
             return self.frame_times[window.start], end
-        return window.start / self.real_fps, min(window.stop / self.real_fps, self.duration)
+        return (self.offset + window.start / self.real_fps,
+                min(self.offset + window.stop / self.real_fps, self.duration))
+
+
+def frame_window(info: VideoInfo, sampling: SamplingConfig) -> tuple[int, int, float]:
+    """The part of the video to sample (SamplingConfig.start / end): its first frame, its frame count and where
+    it ends in seconds; the whole video when no range is asked for."""
+    if sampling.start is None and sampling.end is None:
+        return 0, info.total_frames, info.duration
+    start = sampling.start or 0.0
+    end = info.duration if sampling.end is None else min(sampling.end, info.duration)
+    if start >= info.duration:
+        raise InputError(f"The range starts at {start:g} s, after the video ends ({info.duration:.1f} s).")
+    if end <= start:
+        raise InputError(f"The range ends ({end:g} s) before it starts ({start:g} s).")
+    first = min(info.total_frames - 1, math.ceil(start * info.native_fps - 1e-6))
+    last = min(info.total_frames, max(first + 1, math.floor(end * info.native_fps + 1e-6)))
+    return first, last - first, end
 
 
 def uniform_plan(info: VideoInfo, sampling: SamplingConfig) -> SamplingPlan:
-    """The released plan: `sample_frame_indices`, timed by position at `real_fps`, in 8-frame segments."""
-    indices = sample_frame_indices(info.total_frames, info.native_fps, sampling.fps, sampling.min_frames,
-                                   sampling.max_frames)
-    return SamplingPlan(indices, [i / info.native_fps for i in indices], sampled_fps(len(indices), info),
-                        segment_ranges(len(indices), sampling.segment_frames), sampling.segment_frames,
-                        info.duration)
+    """The released plan: `sample_frame_indices`, timed by position at `real_fps`, in 8-frame segments; over the
+    asked-for range only, its times still the video's own."""
+    first, count, end = frame_window(info, sampling)
+    indices = [first + i for i in sample_frame_indices(count, info.native_fps, sampling.fps, sampling.min_frames,
+                                                        sampling.max_frames)]
+    real_fps = (sampled_fps(len(indices), info) if count == info.total_frames
+                else len(indices) / (count / info.native_fps))
+    return SamplingPlan(indices, [i / info.native_fps for i in indices], real_fps,
+                        segment_ranges(len(indices), sampling.segment_frames), sampling.segment_frames, end,
+                        offset=first / info.native_fps)
 
 
 def long_edge_size(width: int, height: int, long_edge: int = 512) -> tuple[int, int]:
@@ -124,9 +148,12 @@ def keyframe_plan(keyframe_times: list[float], info: VideoInfo, sampling: Sampli
         k = bisect.bisect_left(keyframe_times, t)
         return min((j for j in (k - 1, k) if 0 <= j < len(keyframe_times)), key=lambda j: abs(keyframe_times[j] - t))
 
-    targets = [i / info.native_fps for i in sample_frame_indices(info.total_frames, info.native_fps, sampling.fps,
-                                                                   sampling.min_frames, sampling.max_frames)]
+    first, count, end = frame_window(info, sampling)
+    targets = [(first + i) / info.native_fps for i in sample_frame_indices(count, info.native_fps, sampling.fps,
+                                                                           sampling.min_frames, sampling.max_frames)]
+    begin = first / info.native_fps
     chosen = sorted({nearest(t) for t in targets})
-    return SamplingPlan(chosen, [keyframe_times[k] for k in chosen], len(chosen) / info.duration,
+    chosen = [k for k in chosen if begin <= keyframe_times[k] < end] or chosen[:1]  # key frames in the range
+    return SamplingPlan(chosen, [keyframe_times[k] for k in chosen], len(chosen) / max(end - begin, 1e-6),
                         segment_ranges(len(chosen), sampling.segment_frames), sampling.segment_frames,
-                        info.duration, keyframes_only=True)
+                        end, keyframes_only=True, offset=begin)

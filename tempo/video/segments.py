@@ -74,8 +74,10 @@ def video_plan(reader: FrameReader, sampling: SamplingConfig) -> tuple[VideoProb
     """The sampling plan for an opened video, and what the UI says about it."""
     info = reader.info
     plan = plan_sampling(reader, sampling)
+    ranged = sampling.start is not None or sampling.end is not None
     probed = VideoProbed(info.path, info.duration, info.native_fps, info.total_frames, info.width, info.height,
-                         len(plan.frame_indices), plan.real_fps, len(plan.segments), info.backend)
+                         len(plan.frame_indices), plan.real_fps, len(plan.segments), info.backend,
+                         (plan.offset, plan.duration) if ranged else None)
     return probed, plan
 
 
