@@ -4,12 +4,16 @@ turn shows its timeline, filmstrip and key frames again; the chat's messages are
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
+
+import plotly.graph_objects as go
 
 from tempo.events import Finished
 from tempo.render.progress import RunProgress
-from tempo.render.report import Truth
+from tempo.render.report import Asked, Truth, filmstrip_html
+from tempo.render.timeline import progress_figure
 
-from .html import pending_html, question_html, turn_html
+from .html import key_frames_html, looked_html, pending_html, question_html, turn_html
 
 MAX_TURNS = 24  # a conversation keeps its latest turns (each holds its run's thumbnails)
 
@@ -28,6 +32,28 @@ class Turn:
     @property
     def result(self) -> Finished:
         return self.progress.finished
+
+    # What the page shows of a turn, made once: a turn is shown again on selection and after every later one.
+    @cached_property
+    def figure(self) -> go.Figure:
+        return progress_figure(self.progress, self.evidence)
+
+    @cached_property
+    def asked(self) -> Asked:
+        return Asked(self.question, self.progress, self.truth, self.figure)
+
+    @cached_property
+    def filmstrip(self) -> str:
+        allocation = self.progress.allocation
+        return filmstrip_html(self.result.segments, self.progress.frames, allocation.k_min, allocation.k_max)
+
+    @cached_property
+    def key_frames(self) -> str:
+        return key_frames_html(self.result.segments, self.progress.frames)
+
+    @cached_property
+    def looked(self) -> str:
+        return looked_html(self.result, self.progress.frames)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ it is. `layout` maps the names onto the page's components."""
 
 from __future__ import annotations
 
+import functools
 import shutil
 import tempfile
 import time
@@ -11,21 +12,21 @@ from pathlib import Path
 from typing import Iterator
 
 import gradio as gr
+import plotly.graph_objects as go
 
 from tempo.analysis import usable
 from tempo.errors import TempoError
 from tempo.events import AllocationDone, AnswerToken, Finished, SegmentCompressed, SegmentRead, VideoProbed
-from tempo.render.export import export
 from tempo.pipeline import Compressed
+from tempo.render.export import export
 from tempo.render.progress import RunProgress
-from tempo.render.report import Asked, filmstrip_html
 from tempo.render.text import answer_text, clock
 from tempo.render.timeline import axis_of, comparison_figure, progress_figure, result_figure, sweep_figure
 from tempo.video import probe as headers
 
 from . import preview
 from .chat import Conversation, Turn, continued, messages
-from .html import comparison_html, key_frames_html, segment_html, stats_html, status_html, truth_html
+from .html import comparison_html, segment_html, stats_html, status_html, truth_html
 from .refusals import refusal, refused
 from .server import Request, Server, label
 from .settings import split_others
@@ -71,7 +72,7 @@ def analyze(server: Server, video: object, question: str, *, conversation: objec
     progress, shown, workdir = RunProgress(), 0.0, None
     talk = conversation if isinstance(conversation, Conversation) else None
     hidden = gr.DownloadButton(visible=False)
-    yield {"status": status_html(progress), "timeline": progress_figure(progress),
+    yield {"status": status_html(progress), "timeline": empty_timeline(),
            "chat": messages(talk, str(question or "")), "gallery": "", "stats": "", "json_file": hidden,
            "csv_file": hidden, "report_file": hidden, "filmstrip": "", "truth": ""}
     try:
@@ -86,14 +87,13 @@ def analyze(server: Server, video: object, question: str, *, conversation: objec
                 progress.estimate = server.pace.estimate(event.num_segments)
                 yield {"status": status_html(progress)}
             now = time.perf_counter()
-            timeline = {"status": status_html(progress), "timeline": progress_figure(progress, request.evidence)}
-            if isinstance(event, (SegmentRead, SegmentCompressed)):
+            if isinstance(event, (SegmentRead, SegmentCompressed)) and not progress.from_cache:  # a replay is instant
                 done = progress.read if isinstance(event, SegmentRead) else len(progress.segments)
                 if done in (1, event.num_segments) or now - shown > SEGMENT_REFRESH_S:
                     shown = now
-                    yield timeline
-            elif isinstance(event, AllocationDone):
-                yield timeline
+                    yield timeline(progress, request.evidence)
+            elif isinstance(event, AllocationDone) and not progress.from_cache:
+                yield timeline(progress, request.evidence)
             elif isinstance(event, AnswerToken) and now - shown > ANSWER_REFRESH_S:
                 shown = now
                 yield {"chat": messages(talk, request.question, progress.answer)}
@@ -101,10 +101,10 @@ def analyze(server: Server, video: object, question: str, *, conversation: objec
                 if not progress.from_cache:
                     server.pace.record(event)
                 talk = talk.said(Turn(request.question, progress, server.truth(request, event), request.evidence,
-                                      label(request.config), progress.from_cache))
+                                      label(request.config, event.budget), progress.from_cache))
                 # A folder per request, deleted (finally) once Gradio has copied the files into its cache.
                 workdir = tempfile.mkdtemp(prefix="tempo-app-")
-                yield timeline | turn_updates(talk) | downloads(server, talk, Path(workdir))
+                yield turn_updates(talk) | downloads(server, talk, Path(workdir))
     except Exception as exc:
         error = refusal(exc)
         yield {"status": status_html(progress, error=error.message), "chat": messages(talk)}
@@ -114,16 +114,24 @@ def analyze(server: Server, video: object, question: str, *, conversation: objec
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+@functools.cache
+def empty_timeline() -> go.Figure:
+    """The timeline before a run's first segment (the same every time: made once)."""
+    return progress_figure(RunProgress())
+
+
+def timeline(progress: RunProgress, evidence: tuple[tuple[float, float], ...]) -> Updates:
+    """The status line and the timeline as they stand (a figure costs tens of milliseconds: made only when shown)."""
+    return {"status": status_html(progress), "timeline": progress_figure(progress, evidence)}
+
+
 def turn_updates(conversation: Conversation) -> Updates:
     """The selected turn on the page: its timeline, chat mark, stats, filmstrip, key frames and expected answer."""
     turn = conversation.turns[conversation.selected]
-    result, progress = turn.result, turn.progress
-    allocation = progress.allocation
-    return {"timeline": progress_figure(progress, turn.evidence), "status": status_html(progress),
-            "chat": messages(conversation), "conversation": conversation,
-            "gallery": key_frames_html(result.segments, progress.frames),
-            "stats": stats_html(result, allocation.context_truncated),
-            "filmstrip": filmstrip_html(result.segments, progress.frames, allocation.k_min, allocation.k_max),
+    progress = turn.progress
+    return {"timeline": turn.figure, "status": status_html(progress),
+            "chat": messages(conversation), "conversation": conversation, "gallery": turn.key_frames,
+            "stats": stats_html(turn.result, progress.allocation.context_truncated), "filmstrip": turn.filmstrip,
             "truth": truth_html(turn.truth)}
 
 
@@ -131,8 +139,7 @@ def downloads(server: Server, conversation: Conversation, workdir: Path) -> Upda
     """Every turn of the conversation as JSON, CSV and one HTML report, written into `workdir`."""
     turns = conversation.turns
     json_path, csv_path = export([(turn.question, turn.result) for turn in turns], workdir)
-    report_path = server.write_report([Asked(turn.question, turn.progress, turn.truth) for turn in turns],
-                                      workdir / "tempo-report.html")
+    report_path = server.write_report([turn.asked for turn in turns], workdir / "tempo-report.html")
     return {"json_file": gr.DownloadButton(value=str(json_path), visible=True),
             "csv_file": gr.DownloadButton(value=str(csv_path), visible=True),
             "report_file": gr.DownloadButton(value=str(report_path), visible=True)}

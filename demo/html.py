@@ -215,7 +215,7 @@ def turn_html(index: int, turn, selected: bool) -> str:
             + (" · compression from the cache" if turn.cached else ""))
     return (f"<div class='tempo-turn{' selected' if selected else ''}' data-turn='{index}'>"
             f"<div class='tempo-reply'>{seekable(answer_text(result.answer))}</div>{verdict}"
-            f"{looked_html(result, turn.progress.frames)}<div class='tempo-meta'>{meta}</div></div>")
+            f"{turn.looked}<div class='tempo-meta'>{meta}</div></div>")
 
 
 def pending_html(partial: str) -> str:

@@ -24,7 +24,6 @@ from tempo.errors import InputError, TempoError
 from tempo.events import Event, Finished
 from tempo.model import TempoModel
 from tempo.pipeline import Answers, Compressed, serve
-from tempo.render.progress import RunProgress
 from tempo.render.report import Asked, Truth, write_report
 from tempo.stages import CompressedVideo, checked
 from tempo.synthetic import Question, is_correct
@@ -103,12 +102,13 @@ class Comparison:
     most_changed: list[int]
 
 
-def label(config: RunConfig) -> str:
-    """A comparison side's name, e.g. "ata · 1,024 tokens · k_min 4 · head"."""
+def label(config: RunConfig, budget: int) -> str:
+    """A run's allocation in a few words, e.g. "ata · 1,024 tokens · k_min 4 · head" (`budget`: the one in effect,
+    the checkpoint's where the config leaves it open)."""
     allocation = config.allocation
     if allocation.strategy == "off":
         return "no compression"
-    return f"{allocation.strategy} · {allocation.budget:,} tokens · k_min {allocation.k_min} · {allocation.truncation}"
+    return f"{allocation.strategy} · {budget:,} tokens · k_min {allocation.k_min} · {allocation.truncation}"
 
 
 class Pace:
@@ -206,7 +206,7 @@ class Server:
         other = request.config.with_settings(others, self.model.spec)
         first, second = answers(self.run(request, (request.config, other)))
         before, after = [s.tokens for s in first.segments], [s.tokens for s in second.segments]
-        return Comparison(first, second, (label(request.config), label(other)),
+        return Comparison(first, second, (label(request.config, first.budget), label(other, second.budget)),
                           analysis.token_changes(before, after), analysis.most_changed(before, after, MOST_CHANGED))
 
     def sweep(self, request: Request) -> list[Finished]:

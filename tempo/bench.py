@@ -31,7 +31,7 @@ from PIL import Image
 
 from .cache import EncodedSegment, VideoCache
 from .model.compressor import LocalCompressor
-from .config import GenerationConfig, Limits, RunConfig, SamplingConfig
+from .config import GenerationConfig, RunConfig, SamplingConfig
 from .events import AllocationDone, Finished, SegmentCompressed
 from .model import TempoModel, from_pretrained
 from .video.patches import PatchGeometry, clip_size, frame_size, normalize, patchify, resize_frames

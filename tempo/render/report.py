@@ -7,6 +7,7 @@ is the one recipe every caller uses (page, API, CLI, batch): fold the run's even
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import io
 import math
@@ -16,7 +17,9 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import plotly.graph_objects as go
 import plotly.io as pio
+from plotly.offline import get_plotlyjs
 from PIL import Image
 
 from ..events import SegmentSummary
@@ -98,18 +101,24 @@ class Asked:
     question: str
     run: RunProgress
     truth: Truth | None = None
+    figure: go.Figure | None = None  # its timeline when the caller has drawn it already (else drawn here)
+
+    @functools.cached_property
+    def section(self) -> str:
+        """Its part of a report, made once (a conversation's report is written again after every turn)."""
+        return report_section(self)
 
 
-def turn_html(asked: Asked, number: int | None, plotly_js: bool) -> str:
-    """One question's part of a report: question, answer, numbers, the interactive timeline, key frames, settings
-    and timings. `number` heads it when the report holds several; `plotly_js` inlines Plotly (once a page)."""
+def report_section(asked: Asked) -> str:
+    """One question's part of a report: question, answer, numbers, the interactive timeline (Plotly's script is
+    the page's), key frames, settings and timings."""
     result = asked.run.finished
     if result is None:
         raise ValueError("the run has not finished: there is nothing to report yet")
     truth = asked.truth
     stats = run_stats(result)
-    figure = result_figure(result, truth.evidence if truth else ())
-    timeline = pio.to_html(figure, include_plotlyjs=plotly_js, full_html=False, config={"displaylogo": False})
+    figure = asked.figure or result_figure(result, truth.evidence if truth else ())
+    timeline = pio.to_html(figure, include_plotlyjs=False, full_html=False, config={"displaylogo": False})
     settings = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
                        for k, v in result.settings.items())
     numbers = [("segments", f"{stats['segments']:,} ({stats['sampled_frames']:,} frames over "
@@ -127,12 +136,17 @@ def turn_html(asked: Asked, number: int | None, plotly_js: bool) -> str:
         verdict = "right" if truth.correct else "wrong"
         truth_html = (f"<p class='truth {verdict}'>Expected: {html.escape(truth.expected)} · the answer is "
                       f"{verdict}. The evidence is shaded green on the timeline.</p>")
-    heading = f"<h2>Question {number}</h2>" if number is not None else ""
-    return (f"<section>{heading}<p class='question'><b>Q:</b> {html.escape(asked.question)}</p>"
+    return (f"<p class='question'><b>Q:</b> {html.escape(asked.question)}</p>"
             f"<div class='answer'>{html.escape(answer_text(result.answer))}</div>"
             f"{truth_html}<table>{numbers_html}</table>{timeline}"
             f"<h3>Key frames: the segments that kept the most tokens</h3><div class='frames'>{frames}</div>"
-            f"<h3>Settings</h3><table>{settings}</table><p>Timings: {html.escape(timings)}</p></section>")
+            f"<h3>Settings</h3><table>{settings}</table><p>Timings: {html.escape(timings)}</p>")
+
+
+@functools.cache
+def plotly_js() -> str:
+    """Plotly's script, inlined once in every report so that it opens offline."""
+    return get_plotlyjs()
 
 
 def html_report(asked: Sequence[Asked], *, model: str) -> str:
@@ -142,10 +156,12 @@ def html_report(asked: Sequence[Asked], *, model: str) -> str:
         raise ValueError("there is nothing to report: no question was answered")
     video = asked[0].run.finished.video.path.rsplit("/", 1)[-1] if asked[0].run.finished else ""
     numbered = len(asked) > 1
-    body = "".join(turn_html(a, i + 1 if numbered else None, plotly_js=i == 0) for i, a in enumerate(asked))
+    body = "".join(f"<section>{f'<h2>Question {i + 1}</h2>' if numbered else ''}{a.section}</section>"
+                   for i, a in enumerate(asked))
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
-            f"<title>Tempo · {html.escape(asked[-1].question[:80])}</title><style>{REPORT_STYLE}</style></head><body>"
+            f"<title>Tempo · {html.escape(asked[-1].question[:80])}</title><style>{REPORT_STYLE}</style>"
+            f"<script>{plotly_js()}</script></head><body>"
             f"<h1>Tempo <span>{html.escape(video)} · {html.escape(model)}</span></h1>{body}"
             "<footer>Made with Tempo: query-aware compression for long videos.</footer></body></html>")
 
