@@ -40,7 +40,7 @@ class Inputs:
 
 def input_panel(server: Server) -> Inputs:
     """Upload, question and Ask first (above the fold on a laptop), then the preview, examples and settings."""
-    upload = gr.File(label="Video", file_types=["video"], file_count="single", height=90, elem_id="tempo-video")
+    upload = gr.File(label="Video", file_types=["video"], file_count="single", height=130, elem_id="tempo-video")
     question = gr.Textbox(label="Question", lines=2, max_length=server.limits.max_question_chars,
                           placeholder="e.g. When does the speaker show the chart?", elem_id="tempo-question")
     with gr.Row():
@@ -134,10 +134,10 @@ def analysis_tabs(server: Server) -> Tabs:
             gr.Markdown("The same compression allocated at budgets from one token per segment to every memory token, "
                         "and the answer at each.")
             sweep_button = gr.Button("Run the sweep", elem_id="tempo-sweep-button")
-            with gr.Row(equal_height=False):
-                sweep = dict(plot=gr.Plot(show_label=False, elem_id="tempo-sweep", scale=3),
-                             answers=gr.Dataframe(headers=["budget", "tokens used", "answer", "verdict"], interactive=False,
-                                                  wrap=True, scale=2, elem_id="tempo-sweep-answers"))
+            sweep = dict(plot=gr.Plot(show_label=False, elem_id="tempo-sweep"),
+                         answers=gr.Dataframe(headers=["budget", "tokens used", "answer", "verdict"], interactive=False,
+                                              wrap=True, column_widths=["18%", "14%", "48%", "20%"],
+                                              elem_id="tempo-sweep-answers"))
     segment["tabs"] = tabs
     return Tabs(tabs, segment, compare, others, compare_button, sweep, sweep_button)
 

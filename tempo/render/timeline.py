@@ -164,7 +164,7 @@ def comparison_figure(segments: Sequence[Segment], before: Sequence[int], after:
                       k_max: int, labels: tuple[str, str], highlight: Sequence[int] = (),
                       start: float = 0.0) -> go.Figure:
     """Two allocations of one compression: tokens per segment side by side, then what each segment gained or
-    lost, with the segments that changed most labelled."""
+    lost, with the segments that changed most labelled (those not crowding a bigger change)."""
     mids = [(s.start + s.end) / 2 for s in segments]
     widths = [(s.end - s.start) * 0.45 for s in segments]
     changes = [b - a for a, b in zip(before, after)]
@@ -180,8 +180,14 @@ def comparison_figure(segments: Sequence[Segment], before: Sequence[int], after:
     fig.add_trace(go.Bar(x=mids, y=changes, width=[w * 2 for w in widths], name="change",
                          marker=dict(color=[GREEN if c > 0 else RED for c in changes], line=dict(width=0)),
                          customdata=hover, hovertemplate=template, showlegend=False), row=2, col=1)
-    for i in highlight:
+    labelled: list[float] = []
+    for i in sorted(highlight, key=lambda i: -abs(changes[i])):  # the biggest first; none on top of another
+        if any(abs(mids[i] - x) < (duration - start) * 0.06 for x in labelled):
+            continue
+        labelled.append(mids[i])
+        share = (mids[i] - start) / max(duration - start, 1e-9)  # at an edge, the label leans inwards
         fig.add_annotation(x=mids[i], y=changes[i], text=f"{changes[i]:+d}", showarrow=False, row=2, col=1,
+                           xanchor="left" if share < 0.05 else "right" if share > 0.95 else "center",
                            yanchor="bottom" if changes[i] > 0 else "top", font=dict(size=11, color="#334155"))
     _time_axis(fig, duration, start)
     fig.update_yaxes(title_text="tokens kept", range=[0, k_max * 1.08], gridcolor="rgba(148, 163, 184, 0.18)",
