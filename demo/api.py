@@ -4,6 +4,7 @@ the page's handlers."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 import time
@@ -23,7 +24,8 @@ from .refusals import refusal, refused
 from .server import Server
 from .settings import split_others
 
-REFRESH_S = 0.5  # a streamed partial result at most this often, besides the first segment and the milestones
+REFRESH_S = 0.5
+MAX_HISTORY_BYTES = 8 * 2**20  # earlier turns a /chat call may send back (23 turns of 1,024 segments is ~3 MB)  # a streamed partial result at most this often, besides the first segment and the milestones
 
 
 def answer(server: Server, video: object, question: str, **settings: object) -> Iterator[dict]:
@@ -74,7 +76,12 @@ def previous_turns(history: object) -> list[dict]:
                                                 for t in history):
         raise InputError("The history must be the list of turns an earlier /chat call returned (each with its "
                          "\"question\"), or empty to start a conversation.")
-    return history[-(MAX_TURNS - 1):]
+    kept = history[-(MAX_TURNS - 1):]
+    size = len(json.dumps(kept, ensure_ascii=False, default=str))
+    if size > MAX_HISTORY_BYTES:
+        raise InputError(f"The history is {size / 2**20:.1f} MB; this server takes up to "
+                         f"{MAX_HISTORY_BYTES / 2**20:.0f} MB of earlier turns (start a new conversation).")
+    return kept
 
 
 def truth_dict(truth: Truth) -> dict:

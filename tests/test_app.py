@@ -15,6 +15,7 @@ from gradio_client.exceptions import AppError
 from appserver import load_app_model, serve
 
 from tempo import cli
+from tempo.errors import InputError
 from tempo.render import text
 
 QUESTION = "What shapes move across the screen?"
@@ -127,6 +128,16 @@ def test_chat_takes_its_history_and_returns_every_turn(client, example):
     assert single["answer"] == turn["answer"]  # the same answer as /answer gives: history does not change it
     with pytest.raises(AppError, match="history must be the list of turns"):
         client.predict(video, question, history=["what?"], api_name="/chat")
+
+
+def test_a_chat_history_is_checked_and_bounded():
+    from demo import api
+
+    turn = {"question": "What moves?", "answer": "a star"}
+    assert api.previous_turns(None) == [] and api.previous_turns({"turns": [turn]}) == [turn]
+    assert len(api.previous_turns([turn] * 100)) == 23  # the latest turns, and this one makes 24
+    with pytest.raises(InputError, match="this server takes up to 8 MB of earlier turns"):
+        api.previous_turns([{"question": "x" * 2**20}] * 9)
 
 
 def test_an_example_answer_carries_its_ground_truth(client, example):
