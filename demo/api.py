@@ -24,8 +24,8 @@ from .refusals import refusal, refused
 from .server import Server
 from .settings import split_others
 
-REFRESH_S = 0.5
-MAX_HISTORY_BYTES = 8 * 2**20  # earlier turns a /chat call may send back (23 turns of 1,024 segments is ~3 MB)  # a streamed partial result at most this often, besides the first segment and the milestones
+REFRESH_S = 0.5  # a streamed partial result at most this often, besides the first segment and the milestones
+MAX_HISTORY_BYTES = 8 * 2**20  # earlier turns a /chat call may send back (23 turns of 1,024 segments is ~3 MB)
 
 
 def answer(server: Server, video: object, question: str, **settings: object) -> Iterator[dict]:

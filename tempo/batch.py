@@ -129,6 +129,16 @@ def pending_jobs(jobs: list[Job | dict], output: Path) -> list[Job | dict]:
     return [job for job in jobs if job_id(job) not in done]
 
 
+def resume(jobs: list[Job | dict], output: Path,
+           reports: str | os.PathLike | None) -> tuple[Summary, list[Job | dict]]:
+    """How a run of either engine starts: the jobs still to do, a summary that counts the ones already answered,
+    and the reports folder made."""
+    pending = pending_jobs(jobs, output)
+    if reports:
+        os.makedirs(reports, exist_ok=True)
+    return Summary(total=len(jobs), skipped=len(jobs) - len(pending)), pending
+
+
 def answered_ids(output: Path) -> set[str]:
     """The ids `output` already answered. Lines of failed jobs (retried now) and a half-written last line are
     dropped from the file."""
@@ -192,11 +202,7 @@ def run_batch(model: TempoModel, jobs: list[Job | dict], output: str | os.PathLi
               reports: str | os.PathLike | None = None) -> Summary:
     """Answer every job not already in `output`, appending one line each; returns what happened."""
     output = Path(output)
-    summary = Summary(total=len(jobs))
-    pending = pending_jobs(jobs, output)
-    summary.skipped = len(jobs) - len(pending)
-    if reports:
-        os.makedirs(reports, exist_ok=True)
+    summary, pending = resume(jobs, output, reports)
     cache = VideoCache()  # questions about the same video reuse its decoded frames and vision features
     progress = ProgressBar(err, len(pending))
     with output.open("a", encoding="utf-8") as results:

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Iterator, Mapping, TextIO
 
-from ..batch import Job, ProgressBar, Summary, answer_job, pending_jobs, record
+from ..batch import Job, ProgressBar, Summary, answer_job, record, resume
 from ..cache import VideoCache
 from ..config import RunConfig
 from ..errors import InputError, TempoError
@@ -67,11 +67,7 @@ def run_batch(jobs: list[Job | dict], output: str | os.PathLike, base: RunConfig
     ray = require("ray", "ray")
     require("ray.data", "ray")
     output = Path(output)
-    summary = Summary(total=len(jobs))
-    pending = pending_jobs(jobs, output)
-    summary.skipped = len(jobs) - len(pending)
-    if reports:
-        os.makedirs(reports, exist_ok=True)
+    summary, pending = resume(jobs, output, reports)
     todo = [job for job in pending if isinstance(job, Job)]
     if todo:
         connect(ray, cluster.address)
