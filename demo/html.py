@@ -195,7 +195,8 @@ def looked_html(result: Finished, frames: Sequence, count: int = LOOKED_AT) -> s
     """Where the compressor looked: its most relevant segments, as clickable thumbnails with their times."""
     cells = []
     for segment in most_relevant(result.segments, count):
-        image = f"<img src='{data_uri(frames[segment.index], LOOK_EDGE)}' alt=''>" if segment.index < len(frames) else ""
+        image = (f"<img src='{data_uri(frames[segment.index], LOOK_EDGE)}' alt=''>"
+                 if segment.index < len(frames) else "")
         cells.append(seek(segment.start, f"{image}<span>{span(segment.start, segment.end)} · "
                                          f"{segment.relevance:.2f}</span>", "tempo-seek tempo-look"))
     return ("<div class='tempo-looked'><div class='caption'>Where the compressor looked (its relevance, before the "

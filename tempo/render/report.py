@@ -71,7 +71,9 @@ def filmstrip_html(segments: Sequence[SegmentSummary], frames: Sequence[np.ndarr
         if shown.index >= len(frames):
             continue
         start, end = group[0].start, group[-1].end
-        title = f"{span(start, end)} · {shown.tokens} tokens" + (f" (most of {len(group)} segments)" if size > 1 else "")
+        title = f"{span(start, end)} · {shown.tokens} tokens"
+        if size > 1:
+            title += f" (most of {len(group)} segments)"
         cells.append(f"<button class='tempo-film' data-segment='{shown.index}' data-seconds='{start:.2f}' "
                      f"title='{html.escape(title)}' style='border-color:{token_colour(shown.tokens, k_min, k_max)}'>"
                      f"<img src='{data_uri(frames[shown.index], FILMSTRIP_EDGE)}' alt='segment {shown.index}'>"

@@ -85,8 +85,9 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
     Pass the segments compressed so far and `num_segments` / `duration` while streaming: the rest of the
     timeline is greyed out as pending. `note` replaces the empty-state message. `evidence` shades where the
     answer is known to be (the examples' ground truth); `answer_times` marks the times the answer names. The
-    relevance axis is [0, 1] from the first segment on; the time axis runs from `start` to `duration`. Every point carries its segment index (customdata[3]),
-    and its start (customdata[4]), which the page reads when a segment is clicked.
+    relevance axis is [0, 1] from the first segment on; the time axis runs from `start` to `duration`. Every point
+    carries its segment index (customdata[3]) and its start (customdata[4]), which the page reads when a segment is
+    clicked.
     """
     done = len(segments)
     duration = duration or (segments[-1].end if segments else 60.0)
