@@ -165,7 +165,9 @@ def respond(model: TempoModel, compressed: CompressedVideo, config: RunConfig,
 
     piece = model.tokenizer.piece_decoder()
     token_ids = []
-    generated = model.decoder.generate(embeds, config.generation, set(model.spec.stop_ids), model.spec.top_k)
+    wordy = model.tokenizer.has_letters if model.spec.repetition_guard else None
+    generated = model.decoder.generate(embeds, config.generation, set(model.spec.stop_ids), model.spec.top_k,
+                                       wordy)
     while True:
         with timer.stage("generate"):
             token = next(generated, None)

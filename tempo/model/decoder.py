@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import Iterator
+from typing import Callable, Iterator, Sequence
 
 import torch
 from torch import nn
@@ -26,6 +26,20 @@ def build_projector(projector_type: str, memory_width: int, hidden_size: int) ->
             layers += [nn.GELU(), nn.Linear(hidden_size, hidden_size)]
         return nn.Sequential(*layers)
     raise ModelError(f"Unsupported mm_projector_type {projector_type!r} (expected 'linear' or 'mlpNx_gelu').")
+
+
+LOOP_SPAN = 8  # the longest run of tokens the repetition guard watches
+
+
+def looping_tokens(history: Sequence[int], wordy: Callable[[int], bool], longest: int = LOOP_SPAN) -> set[int]:
+    """Tokens that would start a third copy in a row of the last n tokens (n <= `longest`) when those spell a
+    word: "red red" may not go on with "red". Runs of digits ("111") stay allowed."""
+    banned = set()
+    for n in range(1, min(longest, len(history) // 2) + 1):
+        last = list(history[-n:])
+        if last == list(history[-2 * n:-n]) and any(wordy(t) for t in last):
+            banned.add(last[0])
+    return banned
 
 
 def next_token(logits: torch.Tensor, generation: GenerationConfig, top_k: int,
@@ -87,13 +101,19 @@ class GlobalDecoder(nn.Module):
 
     @torch.inference_mode()
     def generate(self, embeds: torch.Tensor, generation: GenerationConfig, stop_ids: set[int],
-                 top_k: int = 0) -> Iterator[int]:
-        """Yield new token ids one by one; the stop token, if reached, is yielded last."""
+                 top_k: int = 0, wordy: Callable[[int], bool] | None = None) -> Iterator[int]:
+        """Yield new token ids one by one; the stop token, if reached, is yielded last. With `wordy` (which
+        tokens spell words), no word or run of words is generated three times in a row."""
         generator = torch.Generator().manual_seed(generation.seed) if generation.temperature > 0 else None
         logits, cache = self.prefill(embeds)  # [V]
         device = embeds.device
+        history: list[int] = []
         for step in range(generation.max_new_tokens):
+            banned = looping_tokens(history, wordy) if wordy is not None else set()
+            if banned:
+                logits = logits.index_fill(0, torch.tensor(sorted(banned), device=logits.device), float("-inf"))
             token = next_token(logits, generation, top_k, generator)
+            history.append(token)
             yield token
             if token in stop_ids or step == generation.max_new_tokens - 1:
                 return

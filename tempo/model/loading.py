@@ -59,6 +59,7 @@ class CheckpointSpec:
     stop_ids: frozenset[int] = field(default_factory=frozenset)
     top_k: int = 0  # generation_config.json's top_k, used when sampling
     trained_world: str | None = None  # our own key: "synthetic" for a model that only knows tempo.synthetic
+    repetition_guard: bool = False  # our own key: never generate a word three times in a row
 
 
 # ---------------------------------------------------------------------------------------------- locating files
@@ -348,6 +349,7 @@ def checkpoint_spec(checkpoint_dir: str, config: dict, tokenizer: TextTokenizer,
         stop_ids=frozenset(stop_ids),
         top_k=int(generation.get("top_k", 0) or 0),
         trained_world=config.get("tempo_trained_world"),
+        repetition_guard=bool(config.get("tempo_repetition_guard", False)),
     )
 
 

@@ -42,6 +42,10 @@ class TextTokenizer:
     def decode(self, ids: Iterable[int]) -> str:
         return self._markup.decode(list(ids), skip_special_tokens=True)
 
+    def has_letters(self, token_id: int) -> bool:
+        """Whether a token spells part of a word (digits, spaces and punctuation do not)."""
+        return any(c.isalpha() for c in self._markup.decode([token_id], skip_special_tokens=True))
+
     def piece_decoder(self) -> Callable[[int], str]:
         """Incremental decoding: the text each new token adds, never half of a multi-byte character."""
         stream = DecodeStream(skip_special_tokens=True)

@@ -8,15 +8,21 @@ import torch
 
 from .curriculum import train
 from .recipe import Recipe
+from .staged import run_stage
+
+OUT = "assets/tempo-tiny"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tempo.train", description=__doc__)
-    parser.add_argument("--out", default="assets/tempo-tiny", help="checkpoint directory (default assets/tempo-tiny)")
+    parser.add_argument("--out", default=OUT, help=f"checkpoint directory (default {OUT})")
     parser.add_argument("--seed", type=int, default=0, help="seeds the videos, initialisation and sampling")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply videos and steps (e.g. 0.05 for a trial)")
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda, ...")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: all cores)")
+    parser.add_argument("--stage", type=int, help="run one stage of the v3 recipe, resuming from --state")
+    parser.add_argument("--state", default="experiments/tiny-v3/stage.safetensors",
+                        help="with --stage: the state file read and replaced (default experiments/tiny-v3/...)")
     parser.add_argument("--log-every", type=int, default=50, help="steps between progress lines")
     args = parser.parse_args(argv)
     if args.scale <= 0:
@@ -25,8 +31,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     recipe = Recipe(seed=args.seed)
-    train(args.out, recipe.scaled(args.scale) if args.scale != 1.0 else recipe, torch.device(args.device),
-          args.log_every)
+    recipe = recipe.scaled(args.scale) if args.scale != 1.0 else recipe
+    if args.stage is not None:
+        try:
+            run_stage(args.stage, recipe, args.state, args.out if args.out != OUT else None,
+                      torch.device(args.device), args.log_every)
+        except ValueError as exc:
+            parser.error(str(exc))
+        return 0
+    train(args.out, recipe, torch.device(args.device), args.log_every)
     return 0
 
 

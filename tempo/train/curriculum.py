@@ -23,11 +23,13 @@ import json
 import logging
 import os
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
+from typing import Callable
 
 import numpy as np
 import torch
 from safetensors.torch import save_file
+from tokenizers import Tokenizer
 from torch import nn
 
 from ..model import TempoModel, build_model, save_pretrained
@@ -54,18 +56,36 @@ def save_base(model: TempoModel, head: nn.Linear, base_dir: str) -> None:
     save_file(tensors, os.path.join(base_dir, "model.safetensors"), metadata={"format": "pt"})
 
 
-def train(out_dir: str, recipe: Recipe, device: torch.device, every: int = 50) -> dict:
-    """Run the whole curriculum and write a loadable checkpoint to `out_dir`; returns the training log."""
-    started = time.perf_counter()
+def training_videos(recipe: Recipe) -> dict[str, list[SyntheticVideo]]:
+    """The recipe's videos by role; their seeds never overlap, nor reach evaluation's."""
+    first = TRAINING_SEEDS + recipe.seed * 10_000
+    return {"short": _videos(first, recipe.short_videos, 30, 150),
+            "more_short": _videos(first + 200, recipe.base_videos, 30, 150),  # seeds up to first + 2999
+            "medium": _videos(first + 3_000, recipe.medium_videos, 120, 600),
+            "long": _videos(first + 6_000, recipe.long_videos, 600, 3600),
+            "held_out": _videos(first + 9_000, recipe.held_out_videos, 30, 150)}
+
+
+@dataclass
+class Pretrained:
+    """The model after the base stage (vision tower frozen, relevance direction set) and its encoded videos."""
+
+    model: TempoModel
+    head: nn.Linear
+    checkpoint_dir: str
+    base_dir: str
+    tokenizer: Tokenizer
+    encoded: dict[str, list[data.EncodedVideo]]
+    rng: np.random.Generator
+
+
+def pretrain(out_dir: str, recipe: Recipe, device: torch.device, every: int, report: dict) -> Pretrained:
+    """Tokenizer, skeleton, base pre-training, memory-token init, then every video's vision features once."""
     torch.manual_seed(recipe.seed)
     rng = np.random.default_rng(recipe.seed)
-    first = TRAINING_SEEDS + recipe.seed * 10_000
-    short = _videos(first, recipe.short_videos, 30, 150)
-    more_short = _videos(first + 200, recipe.base_videos, 30, 150)  # seeds up to first + 2999 (medium: 3000)
-    medium = _videos(first + 3_000, recipe.medium_videos, 120, 600)
-    long = _videos(first + 6_000, recipe.long_videos, 600, 3600)
-    held_out = _videos(first + 9_000, recipe.held_out_videos, 30, 150)
-    report: dict = {"recipe": asdict(recipe), "device": str(device), "stages": {}}
+    videos = training_videos(recipe)
+    short, more_short, medium, long, held_out = (videos[name] for name in
+                                                 ("short", "more_short", "medium", "long", "held_out"))
 
     tokenizer = train_tokenizer(data.corpus(short + medium[:10] + long[:5], rng))
     checkpoint_dir, base_dir = write_skeleton(out_dir, tokenizer)
@@ -89,13 +109,7 @@ def train(out_dir: str, recipe: Recipe, device: torch.device, every: int = 50) -
                                              recipe.base_batch, recipe.base_lr / 2, rng, "base", every)
     report["shape_heads_after_base"] = shape_accuracy(model, heads, held_out, 100, rng)
     log.info("shape heads on held-out windows: %s", report["shape_heads_after_base"])
-    save_base(model, head, base_dir)
-    tok = model.compressor_tokenizer
-    yes, no = tok.token_id("Yes"), tok.token_id("No")
-    direction = (head.weight[yes] - head.weight[no]).detach().float()
-    compressor.relevance_direction.copy_(direction)
-    save_relevance_direction(os.path.join(checkpoint_dir, RELEVANCE_FILE), direction.cpu(),
-                             relevance_metadata(base_dir, yes, no))
+    set_relevance_direction(model, head, checkpoint_dir, base_dir)
     with torch.no_grad():  # the release's "smart init": memory tokens drawn like an average embedding
         table = compressor.vlm.language_model.embed_tokens.weight
         compressor.compression_tokens.copy_(torch.normal(table.mean(0).expand_as(compressor.compression_tokens[0]),
@@ -112,24 +126,28 @@ def train(out_dir: str, recipe: Recipe, device: torch.device, every: int = 50) -
     report["relevance_after_base"] = relevance_accuracy(model, encoded_held_out)
     log.info("relevance on held-out segments: %s", report["relevance_after_base"])
 
-    language_model = compressor.vlm.language_model
-    language_model.requires_grad_(False)
-    aligned = [compressor.compression_tokens, *model.decoder.parameters()]
-    report["stages"]["stage 0a"] = align_captions(model, encoded_short + encoded_long, aligned, recipe, rng, every)
-    report["stages"]["stage 0"] = train_answers(model, encoded_short, [{"params": aligned, "lr": recipe.align_lr}],
-                                                recipe.align_steps, recipe, rng, "stage 0", every, truncate=False)
-    language_model.requires_grad_(True)
-    joint = [{"params": aligned, "lr": recipe.lr},
-             {"params": list(language_model.parameters()), "lr": recipe.compressor_lr}]
-    report["stages"]["stage 1"] = train_answers(model, encoded_short, joint, recipe.joint_steps, recipe, rng,
-                                                "stage 1", every, truncate=True)
-    report["stages"]["stage 2"] = train_answers(model, encoded_medium, joint, recipe.longer_steps, recipe, rng,
-                                                "stage 2", every, truncate=True)
-    compressor.requires_grad_(False)
-    report["stages"]["stage 3"] = train_decoder_long(model, encoded_long + encoded_medium, recipe, rng, every)
-    report["relevance_after_training"] = relevance_accuracy(model, encoded_held_out)
-    log.info("relevance after training: %s", report["relevance_after_training"])
+    encoded = {"short": encoded_short, "medium": encoded_medium, "long": encoded_long, "held_out": encoded_held_out}
+    return Pretrained(model, head, checkpoint_dir, base_dir, tokenizer, encoded, rng)
 
+
+def set_relevance_direction(model: TempoModel, head: nn.Linear, checkpoint_dir: str, base_dir: str) -> None:
+    """Save the base model and w_yes - w_no from its head, and use that direction from now on."""
+    save_base(model, head, base_dir)
+    tok = model.compressor_tokenizer
+    yes, no = tok.token_id("Yes"), tok.token_id("No")
+    direction = (head.weight[yes] - head.weight[no]).detach().float()
+    model.compressor.relevance_direction.copy_(direction)
+    save_relevance_direction(os.path.join(checkpoint_dir, RELEVANCE_FILE), direction.cpu(),
+                             relevance_metadata(base_dir, yes, no))
+
+
+def train(out_dir: str, recipe: Recipe, device: torch.device, every: int = 50) -> dict:
+    """Run the whole curriculum and write a loadable checkpoint to `out_dir`; returns the training log."""
+    started = time.perf_counter()
+    report: dict = {"recipe": asdict(recipe), "device": str(device), "stages": {}}
+    pre = pretrain(out_dir, recipe, device, every, report)
+    model, rng, checkpoint_dir = pre.model, pre.rng, pre.checkpoint_dir
+    train_decoder_stages(model, pre.encoded, recipe, rng, every, report)
     model.eval()
     save_pretrained(model, checkpoint_dir)
     report["seconds"] = round(time.perf_counter() - started, 1)
@@ -137,3 +155,29 @@ def train(out_dir: str, recipe: Recipe, device: torch.device, every: int = 50) -
         json.dump(report, f, indent=1)
     log.info("trained Tempo-Tiny in %.0f s -> %s", report["seconds"], out_dir)
     return report
+
+
+def train_decoder_stages(model: TempoModel, encoded: dict[str, list[data.EncodedVideo]], recipe: Recipe,
+                         rng: np.random.Generator, every: int, report: dict,
+                         regulariser: Callable[[], torch.Tensor] | None = None) -> None:
+    """Stages 0a-3 on the encoded videos; `regulariser` adds a loss to every step that trains the compressor."""
+    compressor = model.compressor
+    language_model = compressor.vlm.language_model
+    language_model.requires_grad_(False)
+    aligned = [compressor.compression_tokens, *model.decoder.parameters()]
+    report["stages"]["stage 0a"] = align_captions(model, encoded["short"] + encoded["long"], aligned, recipe, rng,
+                                                  every)
+    report["stages"]["stage 0"] = train_answers(model, encoded["short"], [{"params": aligned, "lr": recipe.align_lr}],
+                                                recipe.align_steps, recipe, rng, "stage 0", every, truncate=False)
+    language_model.requires_grad_(True)
+    joint = [{"params": aligned, "lr": recipe.lr},
+             {"params": list(language_model.parameters()), "lr": recipe.compressor_lr}]
+    report["stages"]["stage 1"] = train_answers(model, encoded["short"], joint, recipe.joint_steps, recipe, rng,
+                                                "stage 1", every, truncate=True, regulariser=regulariser)
+    report["stages"]["stage 2"] = train_answers(model, encoded["medium"], joint, recipe.longer_steps, recipe, rng,
+                                                "stage 2", every, truncate=True, regulariser=regulariser)
+    compressor.requires_grad_(False)
+    report["stages"]["stage 3"] = train_decoder_long(model, encoded["long"] + encoded["medium"], recipe, rng, every)
+    report["relevance_after_training"] = relevance_accuracy(model, encoded["held_out"])
+    log.info("relevance after training: %s", report["relevance_after_training"])
+

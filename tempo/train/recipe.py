@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 TRAINING_SEEDS = 1_000_000  # training videos use seeds from here on; evaluation uses seeds below it
+TUNING_SEEDS = 200_000  # unseen videos the stages report on while the recipe is tuned (acceptance: 500_000 on)
 
 
 @dataclass(frozen=True)
@@ -33,9 +34,14 @@ class Recipe:
     align_lr: float = 1e-3
     lr: float = 3e-4
     compressor_lr: float = 5e-5
+    tuning_videos: int = 24  # v3 stages: 1 - 60 min videos, never trained on, to report localisation on
+    localise_steps: int = 2400  # v3 stage 1: ranking lists over segments
+    localise_lists: int = 4
+    localise_lr: float = 5e-4
 
     def scaled(self, factor: float) -> "Recipe":
         """The same recipe with `factor` times the videos and steps (for quick trial runs)."""
         counts = ("short_videos", "base_videos", "medium_videos", "long_videos", "held_out_videos", "clip_steps", "base_steps",
-                  "caption_steps", "align_steps", "joint_steps", "longer_steps", "long_steps")
+                  "caption_steps", "align_steps", "joint_steps", "longer_steps", "long_steps", "tuning_videos",
+                  "localise_steps")
         return replace(self, **{name: max(2, round(getattr(self, name) * factor)) for name in counts})

@@ -4,6 +4,7 @@ and the decoder, then joint training, then the decoder alone on long videos."""
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import numpy as np
 import torch
@@ -91,7 +92,9 @@ def align_captions(model: TempoModel, videos: list[data.EncodedVideo], params: l
 
 
 def train_answers(model: TempoModel, videos: list[data.EncodedVideo], groups: list[dict], steps: int,
-                  recipe: Recipe, rng: np.random.Generator, name: str, every: int, truncate: bool) -> dict:
+                  recipe: Recipe, rng: np.random.Generator, name: str, every: int, truncate: bool,
+                  regulariser: Callable[[], torch.Tensor] | None = None) -> dict:
+    """The answer loss on (video, question) examples, plus `regulariser()` once a step when given."""
     schedule = Schedule(groups, steps)
     progress = Progress(name, steps, every)
     k_max = model.spec.num_memory_tokens
@@ -106,6 +109,10 @@ def train_answers(model: TempoModel, videos: list[data.EncodedVideo], groups: li
                                data.training_answer(question, video.plan)) / recipe.batch
             loss.backward()
             total += loss.item()
+        if regulariser is not None:
+            extra = regulariser()
+            extra.backward()
+            total += extra.item()
         schedule.step()
         progress.update(step, total)
     return progress.summary()

@@ -101,6 +101,7 @@ def tempo_config(tokenizer: Tokenizer) -> dict:
         "tokenizer_model_max_length": CONTEXT_LENGTH, "tokenizer_padding_side": "right",
         "mm_use_im_start_end": False, "mm_use_im_patch_token": False,
         "tempo_trained_world": "synthetic",  # read by the app: it only knows tempo.synthetic's videos
+        "tempo_repetition_guard": True,  # a clip outside its world must get a short answer, never a loop
     }
 
 

@@ -1,0 +1,136 @@
+"""Tempo-Tiny v3 in resumable stages of at most 100 CPU-minutes: `python -m tempo.train --stage N` reads the
+previous stage's state file and writes its own over it (one file, half precision, committed after each stage).
+
+  stage 1  tokenizer, base pre-training, then localisation (the compressor's relevance ranks the evidence first)
+  stage 2  the paper's stages at toy scale (align, joint, longer, decoder on long videos) on that compressor, with
+           the ranking loss beside every step that trains the compressor, so the localisation stays
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import time
+from dataclasses import asdict
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from tokenizers import Tokenizer
+from torch import nn
+
+from ..model import TempoModel, build_model, save_pretrained
+from ..synthetic import generate_video
+from . import data
+from .base import relevance_accuracy
+from .curriculum import pretrain, set_relevance_direction, train_decoder_stages, training_videos
+from .localise import localisation_accuracy, ranking_regulariser, train_localisation
+from .recipe import TUNING_SEEDS, Recipe
+from .tiny import write_skeleton
+
+log = logging.getLogger(__name__)
+STATE_FILE = "stage.safetensors"
+HEAD_KEY = "base_lm_head.weight"  # the base Qwen3-VL's LM head: it is not part of the Tempo checkpoint
+
+
+def save_state(model: TempoModel, head: nn.Linear, tokenizer: Tokenizer, stage: int, path: str) -> None:
+    """Every weight in float16, with the tokenizer and the stage number in the header."""
+    tensors = {name: p.detach().cpu().half().contiguous() for name, p in model.state_dict().items()}
+    tensors[HEAD_KEY] = head.weight.detach().cpu().half().contiguous()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    save_file(tensors, path + ".partial", metadata={"stage": str(stage), "tokenizer": tokenizer.to_str()})
+    os.replace(path + ".partial", path)
+
+
+def load_state(path: str, out_dir: str, device: torch.device) -> tuple[TempoModel, nn.Linear, Tokenizer, int]:
+    """The model, base head and tokenizer a stage left in `path`, with a loadable checkpoint in `out_dir`."""
+    with open(path, "rb") as f:
+        header_size = int.from_bytes(f.read(8), "little")
+        metadata = json.loads(f.read(header_size))["__metadata__"]
+    tokenizer = Tokenizer.from_str(metadata["tokenizer"])
+    checkpoint_dir, base_dir = write_skeleton(out_dir, tokenizer)
+    model = build_model(checkpoint_dir, base_dir, "Tempo-Tiny", device, torch.float32, initialize=True)
+    tensors = load_file(path)
+    head_weight = tensors.pop(HEAD_KEY)
+    model.load_state_dict({name: t.float() for name, t in tensors.items()})
+    head = nn.Linear(head_weight.shape[1], head_weight.shape[0], bias=False).to(device)
+    with torch.no_grad():
+        head.weight.copy_(head_weight.float())
+    set_relevance_direction(model, head, checkpoint_dir, base_dir)
+    save_pretrained(model, checkpoint_dir)
+    return model.to(device), head, tokenizer, int(metadata["stage"])
+
+
+def tuning_videos(recipe: Recipe) -> list:
+    """Unseen 1-60 minute videos the stages report on (the acceptance check uses another range)."""
+    return [generate_video(TUNING_SEEDS + i, min_duration=60, max_duration=3600) for i in range(recipe.tuning_videos)]
+
+
+def stage_localise(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
+    report: dict = {"stage": 1, "recipe": asdict(recipe), "device": str(device), "stages": {}}
+    pre = pretrain(out_dir, recipe, device, every, report)
+    model, rng = pre.model, pre.rng
+    tuning = data.encode_videos(model.compressor, tuning_videos(recipe), 1024, model.geometry, rng)
+    report["localisation_after_base"] = localisation_accuracy(model, tuning)
+    log.info("localisation after the base stage: %s", report["localisation_after_base"])
+    videos = pre.encoded["short"] + pre.encoded["medium"] + pre.encoded["long"]
+    model.compressor.vlm.language_model.requires_grad_(True)
+    report["stages"]["localise"] = train_localisation(model, pre.head, videos, recipe.localise_steps,
+                                                      recipe.localise_lists, recipe.localise_lr, rng, every)
+    set_relevance_direction(model, pre.head, pre.checkpoint_dir, pre.base_dir)
+    report["relevance_after_localise"] = relevance_accuracy(model, pre.encoded["held_out"])
+    report["localisation_after_localise"] = localisation_accuracy(model, tuning)
+    log.info("localisation after localise: %s", report["localisation_after_localise"])
+    save_state(model, pre.head, pre.tokenizer, 1, state_path)
+    save_pretrained(model, pre.checkpoint_dir)
+    return report
+
+
+def stage_decoder(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
+    model, head, tokenizer, done = load_state(state_path, out_dir, device)
+    if done != 1:
+        raise ValueError(f"stage 2 continues stage 1, but {state_path} holds stage {done}")
+    report: dict = {"stage": 2, "recipe": asdict(recipe), "device": str(device), "stages": {}}
+    torch.manual_seed(recipe.seed + 2)
+    rng = np.random.default_rng([recipe.seed, 2])
+    model.train()
+    model.compressor.requires_grad_(False)
+    head.requires_grad_(False)
+    started = time.perf_counter()
+    videos = training_videos(recipe)
+    encoded = {name: data.encode_videos(model.compressor, videos[name], 256 if name == "medium" else 1024,
+                                        model.geometry, rng) for name in ("short", "medium", "long", "held_out")}
+    tuning = data.encode_videos(model.compressor, tuning_videos(recipe), 1024, model.geometry, rng)
+    report["stages"]["encode"] = {"seconds": round(time.perf_counter() - started, 1)}
+    report["localisation_before"] = localisation_accuracy(model, tuning)
+    log.info("localisation before stage 2: %s", report["localisation_before"])
+    regulariser = ranking_regulariser(model, model.compressor.relevance_direction,
+                                      encoded["short"] + encoded["medium"] + encoded["long"], rng)
+    train_decoder_stages(model, encoded, recipe, rng, every, report, regulariser)
+    report["localisation_after"] = localisation_accuracy(model, tuning)
+    log.info("localisation after stage 2: %s", report["localisation_after"])
+    model.eval()
+    save_state(model, head, tokenizer, 2, state_path)
+    save_pretrained(model, out_dir)
+    return report
+
+
+STAGES = {1: stage_localise, 2: stage_decoder}
+
+
+def run_stage(stage: int, recipe: Recipe, state_path: str, out_dir: str | None, device: torch.device,
+              every: int) -> dict:
+    """Run one stage, write its state file and its log (beside the state file, `stage-N.json`)."""
+    if stage not in STAGES:
+        raise ValueError(f"there is no stage {stage}; the stages are {sorted(STAGES)}")
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as scratch:
+        report = STAGES[stage](recipe, state_path, out_dir or scratch, device, every)
+    report["seconds"] = round(time.perf_counter() - started, 1)
+    path = os.path.join(os.path.dirname(os.path.abspath(state_path)), f"stage-{stage}.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=1)
+    log.info("stage %d took %.0f s -> %s", stage, report["seconds"], state_path)
+    return report
