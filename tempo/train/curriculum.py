@@ -147,7 +147,12 @@ def train(out_dir: str, recipe: Recipe, device: torch.device, every: int = 50) -
     report: dict = {"recipe": asdict(recipe), "device": str(device), "stages": {}}
     pre = pretrain(out_dir, recipe, device, every, report)
     model, rng, checkpoint_dir = pre.model, pre.rng, pre.checkpoint_dir
-    train_decoder_stages(model, pre.encoded, recipe, rng, every, report)
+    align_and_joint(model, pre.encoded, recipe, rng, every, report)
+    model.compressor.requires_grad_(False)
+    report["stages"]["stage 3"] = train_decoder_long(model, pre.encoded["long"] + pre.encoded["medium"], recipe, rng,
+                                                     every)
+    report["relevance_after_training"] = relevance_accuracy(model, pre.encoded["held_out"])
+    log.info("relevance after training: %s", report["relevance_after_training"])
     model.eval()
     save_pretrained(model, checkpoint_dir)
     report["seconds"] = round(time.perf_counter() - started, 1)
@@ -157,10 +162,10 @@ def train(out_dir: str, recipe: Recipe, device: torch.device, every: int = 50) -
     return report
 
 
-def train_decoder_stages(model: TempoModel, encoded: dict[str, list[data.EncodedVideo]], recipe: Recipe,
-                         rng: np.random.Generator, every: int, report: dict,
-                         regulariser: Callable[[], torch.Tensor] | None = None) -> None:
-    """Stages 0a-3 on the encoded videos; `regulariser` adds a loss to every step that trains the compressor."""
+def align_and_joint(model: TempoModel, encoded: dict[str, list[data.EncodedVideo]], recipe: Recipe,
+                    rng: np.random.Generator, every: int, report: dict,
+                    regulariser: Callable[[], torch.Tensor] | None = None) -> None:
+    """Stages 0a-2 on the encoded videos; `regulariser` adds a loss to every step that trains the compressor."""
     compressor = model.compressor
     language_model = compressor.vlm.language_model
     language_model.requires_grad_(False)
@@ -176,8 +181,3 @@ def train_decoder_stages(model: TempoModel, encoded: dict[str, list[data.Encoded
                                                 "stage 1", every, truncate=True, regulariser=regulariser)
     report["stages"]["stage 2"] = train_answers(model, encoded["medium"], joint, recipe.longer_steps, recipe, rng,
                                                 "stage 2", every, truncate=True, regulariser=regulariser)
-    compressor.requires_grad_(False)
-    report["stages"]["stage 3"] = train_decoder_long(model, encoded["long"] + encoded["medium"], recipe, rng, every)
-    report["relevance_after_training"] = relevance_accuracy(model, encoded["held_out"])
-    log.info("relevance after training: %s", report["relevance_after_training"])
-

@@ -2,8 +2,9 @@
 previous stage's state file and writes its own over it (one file, half precision, committed after each stage).
 
   stage 1  tokenizer, base pre-training, then localisation (the compressor's relevance ranks the evidence first)
-  stage 2  the paper's stages at toy scale (align, joint, longer, decoder on long videos) on that compressor, with
-           the ranking loss beside every step that trains the compressor, so the localisation stays
+  stage 2  the paper's stages 0-2 at toy scale (align, joint, longer) on that compressor, with the ranking loss
+           beside every step that trains the compressor, so the localisation stays
+  stage 3  the decoder alone on composed inputs of 1 -> 128 segments (see `compose`), with its growth curve
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from ..model import TempoModel, build_model, save_pretrained
 from ..synthetic import generate_video
 from . import data
 from .base import relevance_accuracy
-from .curriculum import pretrain, set_relevance_direction, train_decoder_stages, training_videos
+from .curriculum import pretrain, set_relevance_direction, align_and_joint, training_videos
 from .localise import localisation_accuracy, ranking_regulariser, train_localisation
-from .recipe import TUNING_SEEDS, Recipe
+from .compose import Composer, build_pool, copy_accuracy, train_composed
+from .recipe import TRAINING_SEEDS, TUNING_SEEDS, Recipe
 from .tiny import write_skeleton
 
 log = logging.getLogger(__name__)
@@ -83,18 +85,30 @@ def stage_localise(recipe: Recipe, state_path: str, out_dir: str, device: torch.
     report["relevance_after_localise"] = relevance_accuracy(model, pre.encoded["held_out"])
     report["localisation_after_localise"] = localisation_accuracy(model, tuning)
     log.info("localisation after localise: %s", report["localisation_after_localise"])
-    save_state(model, pre.head, pre.tokenizer, 1, state_path)
-    save_pretrained(model, pre.checkpoint_dir)
+    finish(model, pre.head, pre.tokenizer, 1, state_path, pre.checkpoint_dir)
     return report
 
 
-def stage_decoder(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
+def resume(stage: int, recipe: Recipe, state_path: str, out_dir: str, device: torch.device):
+    """The previous stage's model, head and tokenizer, this stage's report and its own random stream."""
     model, head, tokenizer, done = load_state(state_path, out_dir, device)
-    if done != 1:
-        raise ValueError(f"stage 2 continues stage 1, but {state_path} holds stage {done}")
-    report: dict = {"stage": 2, "recipe": asdict(recipe), "device": str(device), "stages": {}}
-    torch.manual_seed(recipe.seed + 2)
-    rng = np.random.default_rng([recipe.seed, 2])
+    if done != stage - 1:
+        raise ValueError(f"stage {stage} continues stage {stage - 1}, but {state_path} holds stage {done}")
+    torch.manual_seed(recipe.seed + stage)
+    report: dict = {"stage": stage, "recipe": asdict(recipe), "device": str(device), "stages": {}}
+    return model, head, tokenizer, report, np.random.default_rng([recipe.seed, stage])
+
+
+def finish(model: TempoModel, head: nn.Linear, tokenizer: Tokenizer, stage: int, state_path: str,
+           out_dir: str) -> None:
+    """Replace the state file and write the loadable checkpoint."""
+    model.eval()
+    save_state(model, head, tokenizer, stage, state_path)
+    save_pretrained(model, out_dir)
+
+
+def stage_decoder(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
+    model, head, tokenizer, report, rng = resume(2, recipe, state_path, out_dir, device)
     model.train()
     model.compressor.requires_grad_(False)
     head.requires_grad_(False)
@@ -108,16 +122,40 @@ def stage_decoder(recipe: Recipe, state_path: str, out_dir: str, device: torch.d
     log.info("localisation before stage 2: %s", report["localisation_before"])
     regulariser = ranking_regulariser(model, model.compressor.relevance_direction,
                                       encoded["short"] + encoded["medium"] + encoded["long"], rng)
-    train_decoder_stages(model, encoded, recipe, rng, every, report, regulariser)
+    align_and_joint(model, encoded, recipe, rng, every, report, regulariser)
+    model.compressor.requires_grad_(False)
+    report["relevance_after_training"] = relevance_accuracy(model, encoded["held_out"])
     report["localisation_after"] = localisation_accuracy(model, tuning)
     log.info("localisation after stage 2: %s", report["localisation_after"])
-    model.eval()
-    save_state(model, head, tokenizer, 2, state_path)
-    save_pretrained(model, out_dir)
+    finish(model, head, tokenizer, 2, state_path, out_dir)
     return report
 
 
-STAGES = {1: stage_localise, 2: stage_decoder}
+def stage_compose(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
+    model, head, tokenizer, report, rng = resume(3, recipe, state_path, out_dir, device)
+    model.requires_grad_(False)
+    started = time.perf_counter()
+    first = TRAINING_SEEDS + recipe.seed * 10_000
+    pool = build_pool(model, [generate_video(first + 200 + i, min_duration=30, max_duration=150)
+                              for i in range(recipe.pool_videos)], rng)
+    held_out = build_pool(model, [generate_video(first + 9_100 + i, min_duration=30, max_duration=150)
+                                  for i in range(recipe.pool_held_out)], rng, first=recipe.pool_videos)
+    report["stages"]["pool"] = {"seconds": round(time.perf_counter() - started, 1), "questions": len(pool),
+                                "held_out_questions": len(held_out)}
+    log.info("composed-input pool: %s", report["stages"]["pool"])
+    report["copy_accuracy_before"] = copy_accuracy(model, Composer(held_out))
+    log.info("held-out copy accuracy before: %s", report["copy_accuracy_before"])
+    model.train()
+    model.decoder.requires_grad_(True)
+    report["stages"]["compose"] = train_composed(model, Composer(pool), recipe.copy_widths, recipe.copy_steps, 4,
+                                                 recipe.copy_lr, recipe.copy_ata_share, rng, every,
+                                                 Composer(held_out))
+    log.info("growth curve: %s", report["stages"]["compose"]["growth_curve"])
+    finish(model, head, tokenizer, 3, state_path, out_dir)
+    return report
+
+
+STAGES = {1: stage_localise, 2: stage_decoder, 3: stage_compose}
 
 
 def run_stage(stage: int, recipe: Recipe, state_path: str, out_dir: str | None, device: torch.device,

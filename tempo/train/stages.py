@@ -20,17 +20,19 @@ from .recipe import Recipe
 K_MIN = AllocationConfig().k_min  # inference's floor, so training truncates memories the way ATA will
 
 
-def training_allocation(relevance: list[float], k_max: int, rng: np.random.Generator) -> list[int]:
+def training_allocation(relevance: list[float], k_max: int, rng: np.random.Generator,
+                        ata_share: float = 0.4) -> list[int]:
     """Memory tokens kept per segment in training: ATA on the model's own relevance at a budget of 1/8 to 1/2
-    of all tokens (what inference gives the decoder), all of them, one shared random count, or a random count
-    each."""
+    of all tokens (what inference gives the decoder) `ata_share` of the time; otherwise all of them, one shared
+    random count, or a random count each."""
     n, draw = len(relevance), rng.random()
-    if draw < 0.4:
+    if draw < ata_share:
         budget = max(n, round(n * k_max * rng.uniform(0.125, 0.5)))
         return adaptive_token_allocation(relevance, budget, K_MIN, k_max)
-    if draw < 0.55:
+    rest = (draw - ata_share) / (1 - ata_share)
+    if rest < 0.25:
         return [k_max] * n
-    if draw < 0.7:
+    if rest < 0.5:
         return [int(rng.integers(1, k_max + 1))] * n
     return rng.integers(1, k_max + 1, size=n).tolist()
 

@@ -1,0 +1,175 @@
+"""Composed inputs: the decoder learns to find the evidence among W segments, and to read or copy from it.
+
+A long video's decoder input is up to 128 segments, one of which holds the answer. Trained on real videos alone,
+the tiny decoder learns per video where the evidence is instead of how to find it. So memories are computed once
+(the compressor frozen) for every segment of many short videos under their questions, and inputs of W segments
+are composed from them: the question's own segments (a window around the evidence, or all of them) between
+irrelevant segments of other videos, with fresh evenly spaced time tags each time, so a "when" answer can only
+be copied, never remembered. W grows 1 -> 4 -> 16 -> 64 -> 128; allocation is mostly ATA on the compressor's own
+relevance, as at inference, so the evidence keeps more memory tokens than its neighbours.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..allocation import adaptive_token_allocation
+from ..model import TempoModel
+from ..synthetic import SyntheticVideo
+from . import data
+from .loop import Progress, Schedule
+from .stages import K_MIN, answer_loss, compress_video, training_allocation
+
+FAMILIES = ("needle", "grounding", "counting")
+EVAL_WIDTHS = (1, 4, 16, 64, 128)
+
+
+@dataclass(frozen=True)
+class PoolItem:
+    """One question about one video: every segment's memories [N, k_max, d_s] (float16) and relevance under it."""
+
+    video: int
+    family: str
+    question: str
+    answer: str
+    memories: torch.Tensor
+    relevance: list[float]
+    labels: list[bool]  # which segments show the evidence
+    best: int  # the segment showing most of it: a "when" answer names its time tag
+
+
+@dataclass(frozen=True)
+class Composed:
+    family: str
+    memories: torch.Tensor  # [W, k_max, d_s]
+    relevance: list[float]
+    tag_times: list[float]
+    question: str
+    answer: str
+
+
+def build_pool(model: TempoModel, videos: list[SyntheticVideo], rng: np.random.Generator,
+               first: int = 0) -> list[PoolItem]:
+    """Every non-global question of every video, compressed once (vision features are dropped per video)."""
+    pool = []
+    for number, video in enumerate(videos, first):
+        encoded, = data.encode_videos(model.compressor, [video], 1024, model.geometry, rng)
+        plan = encoded.plan
+        for question in encoded.questions:
+            if question.family == "global":
+                continue
+            with torch.inference_mode():
+                memories, relevance = compress_video(model, encoded, question.text)
+            times = [plan.segment_frame_times(i) for i in range(len(plan.segments))]
+            shown = [sum(start <= t < end for t in frames for start, end in question.evidence) for frames in times]
+            pool.append(PoolItem(number, question.family, question.text, question.answer, memories.half().cpu(),
+                                 relevance, [data.relevant(question, frames) for frames in times],
+                                 int(np.argmax(shown))))
+    return pool
+
+
+class Composer:
+    """Draws composed inputs of a given width from a pool."""
+
+    def __init__(self, pool: list[PoolItem]):
+        self.pool = pool
+        self.quiet = [(p, i) for p, item in enumerate(pool) for i, label in enumerate(item.labels) if not label]
+        self.by_family = {family: [p for p, item in enumerate(pool) if item.family == family] for family in FAMILIES}
+
+    def sample(self, width: int, rng: np.random.Generator) -> Composed:
+        families = [f for f in FAMILIES if self.by_family[f]]
+        while True:
+            family = families[int(rng.integers(len(families)))]
+            item = self.pool[self.by_family[family][int(rng.integers(len(self.by_family[family])))]]
+            if family != "counting" or width >= len(item.labels):  # a window could cut an occurrence off
+                return self.compose(item, width, rng)
+
+    def compose(self, item: PoolItem, width: int, rng: np.random.Generator) -> Composed:
+        n = len(item.labels)
+        if width <= n:
+            start = int(rng.integers(max(0, item.best - width + 1), min(item.best, n - width) + 1))
+            own, before, after = list(range(start, start + width)), 0, 0
+        else:
+            own = list(range(n))
+            before = int(rng.integers(0, width - n + 1))
+            after = width - n - before
+        quiet = [self.quiet[int(j)] for j in rng.choice(len(self.quiet), size=before + after, replace=False)
+                 if self.pool[self.quiet[int(j)][0]].video != item.video] if before + after else []
+        while len(quiet) < before + after:  # rare: a draw from the item's own video was dropped
+            p, i = self.quiet[int(rng.integers(len(self.quiet)))]
+            if self.pool[p].video != item.video:
+                quiet.append((p, i))
+        parts = [(self.pool[p], i) for p, i in quiet[:before]] + [(item, i) for i in own] + \
+                [(self.pool[p], i) for p, i in quiet[before:]]
+        memories = torch.stack([source.memories[i] for source, i in parts])  # [W, k_max, d_s]
+        relevance = [source.relevance[i] for source, i in parts]
+        step = float(rng.uniform(2.0, 28.0))  # seconds per segment: 2 fps up to hour-long videos
+        first = step * int(rng.integers(0, 64))
+        tags = [round(first + j * step, 1) for j in range(width)]
+        answer = item.answer
+        if item.family == "grounding":
+            answer = f"At {tags[before + own.index(item.best)]:.1f} seconds."
+        return Composed(item.family, memories, relevance, tags, item.question, answer)
+
+
+def width_schedule(widths: tuple[int, ...], steps: tuple[int, ...], rng: np.random.Generator):
+    """Per step, the width to train on: mostly the phase's own, sometimes an earlier one (so no skill fades)."""
+    for phase, (width, count) in enumerate(zip(widths, steps)):
+        for _ in range(count):
+            yield width if phase == 0 or rng.random() < 0.7 else widths[int(rng.integers(phase))]
+
+
+def train_composed(model: TempoModel, composer: Composer, widths: tuple[int, ...], steps: tuple[int, ...],
+                   batch: int, lr: float, ata_share: float, rng: np.random.Generator, every: int,
+                   held_out: Composer | None = None) -> dict:
+    """The decoder (and projector) on composed inputs; after each phase, the growth curve on `held_out`."""
+    k_max = model.spec.num_memory_tokens
+    total = sum(steps)
+    schedule = Schedule([{"params": list(model.decoder.parameters()), "lr": lr}], total)
+    progress = Progress("compose", total, every)
+    curve = []
+    ends = set(np.cumsum(steps).tolist())
+    for step, width in enumerate(width_schedule(widths, steps, rng)):
+        loss_sum = 0.0
+        for _ in range(batch):
+            example = composer.sample(width, rng)
+            tokens = training_allocation(example.relevance, k_max, rng, ata_share)
+            loss = answer_loss(model, example.memories.to(model.device, model.dtype), tokens, example.tag_times,
+                               example.question, example.answer) / batch
+            loss.backward()
+            loss_sum += loss.item()
+        schedule.step()
+        progress.update(step, loss_sum)
+        if held_out is not None and step + 1 in ends:
+            curve.append({"after_width": width, "step": step + 1, **copy_accuracy(model, held_out)})
+    return progress.summary() | {"growth_curve": curve}
+
+
+def teacher_forced_match(model: TempoModel, example: Composed, tokens: list[int]) -> bool:
+    """Whether every answer token is the decoder's top choice given the ones before it."""
+    tok = model.tokenizer
+    answer_ids = tok.text(example.answer) + [tok.token_id("<|im_end|>")]
+    with torch.inference_mode():
+        embeds, _ = model.decoder_inputs(example.memories.to(model.device, model.dtype), tokens, "head",
+                                         example.question, example.tag_times, answer_ids=answer_ids)
+        logits = model.decoder.lm(inputs_embeds=embeds[None], logits_to_keep=len(answer_ids) + 1).logits[0]
+    return logits[:len(answer_ids)].argmax(-1).tolist() == answer_ids
+
+
+def copy_accuracy(model: TempoModel, composer: Composer, per_width: int = 40, seed: int = 0) -> dict:
+    """Held-out teacher-forced exact match per width and family, allocated by ATA at a quarter of all tokens."""
+    rng = np.random.default_rng(seed)
+    k_max = model.spec.num_memory_tokens
+    result: dict = {}
+    for width in EVAL_WIDTHS:
+        hits: dict[str, list[bool]] = {}
+        for _ in range(per_width):
+            example = composer.sample(width, rng)
+            budget = max(width, width * k_max // 4)
+            tokens = adaptive_token_allocation(example.relevance, budget, K_MIN, k_max)
+            hits.setdefault(example.family, []).append(teacher_forced_match(model, example, tokens))
+        result[str(width)] = {family: round(float(np.mean(h)), 3) for family, h in sorted(hits.items())}
+    return result

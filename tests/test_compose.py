@@ -1,0 +1,62 @@
+"""Composed decoder inputs: the question's own segments among quiet ones of other videos, with fresh time tags."""
+
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+
+from tempo.train.compose import Composer, PoolItem, width_schedule
+
+K, D = 4, 3
+
+
+def item(video: int, family: str, n: int, best: int, shown: set[int], marker: float) -> PoolItem:
+    memories = torch.full((n, K, D), marker).half()
+    memories[:, 0, 0] = torch.arange(n).half()  # which segment of its video a memory is
+    return PoolItem(video, family, f"q{video}{family}", "red" if family == "needle" else "2",
+                    memories, [0.9 if i in shown else 0.1 for i in range(n)], [i in shown for i in range(n)], best)
+
+
+@pytest.fixture
+def composer():
+    pool = [item(v, family, 10, 6, {6, 7}, float(v)) for v in range(6) for family in ("needle", "grounding")]
+    pool.append(item(9, "counting", 5, 1, {1, 3}, 9.0))
+    return Composer(pool)
+
+
+@pytest.mark.parametrize("width", [1, 4, 10, 16, 64])
+def test_a_composed_input_holds_the_evidence_among_quiet_segments_of_other_videos(composer, width):
+    rng = np.random.default_rng(width)
+    for _ in range(30):
+        source = composer.pool[int(rng.integers(12))]
+        example = composer.compose(source, width, rng)
+        assert example.memories.shape == (width, K, D) and len(example.relevance) == len(example.tag_times) == width
+        own = [j for j in range(width) if example.memories[j, 1, 0] == source.video]
+        assert own == list(range(own[0], own[0] + len(own)))  # one contiguous block, in order
+        assert len(own) == min(width, 10)
+        positions = example.memories[own, 0, 0].int().tolist()
+        assert source.best in positions
+        others = [j for j in range(width) if j not in own]
+        assert all(example.relevance[j] == 0.1 for j in others)  # quiet segments only
+        steps = np.diff(example.tag_times)
+        assert np.allclose(steps, steps[0], atol=0.11) if width > 1 else True
+        if source.family == "grounding":
+            evidence_tag = example.tag_times[own[positions.index(source.best)]]
+            assert example.answer == f"At {evidence_tag:.1f} seconds."
+        else:
+            assert example.answer == source.answer
+
+
+def test_counting_is_only_asked_when_every_occurrence_is_in(composer):
+    rng = np.random.default_rng(0)
+    for width in (1, 4):
+        assert all(composer.sample(width, rng).family != "counting" for _ in range(50))
+    assert Counter(composer.sample(16, rng).family for _ in range(150))["counting"] > 20
+
+
+def test_widths_grow_phase_by_phase_and_revisit_earlier_ones():
+    widths = list(width_schedule((1, 4, 16), (10, 100, 100), np.random.default_rng(0)))
+    assert len(widths) == 210 and widths[:10] == [1] * 10
+    assert set(widths[10:110]) == {1, 4} and 60 < widths[10:110].count(4) < 85
+    assert set(widths[110:]) == {1, 4, 16} and widths[110:].count(16) > 55
