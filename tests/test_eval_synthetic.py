@@ -92,3 +92,14 @@ def test_sweep_plot_from_the_command_line(tmp_path):
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.with_suffix(".html").stat().st_size > 100_000
     with pytest.raises(SystemExit):
         main(["--n", "1", "--plot", str(plot), "--no-sweep", "--videos-dir", str(tmp_path)])
+
+
+def test_localisation_only_agrees_with_the_full_evaluation(report, tmp_path, capsys):
+    # uniform gives every segment the same count, so its most-allocated segment is the most relevant one
+    out = tmp_path / "localisation.json"
+    assert main(["--n", "1", "--seed", "7", "--min-duration", "60", "--max-duration", "60", "--localisation-only",
+                 "--videos-dir", str(tmp_path), "--json", str(out)]) == 0
+    alone = json.loads(out.read_text())
+    assert alone["questions"] == len(FAMILIES) - 1  # the global question has no evidence to find
+    assert alone["localization"] == pytest.approx(report["strategies"]["uniform"]["localization"])
+    assert '"localization"' in capsys.readouterr().out

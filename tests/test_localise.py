@@ -78,5 +78,10 @@ def test_stages_resume_from_one_state_file(tmp_path):
     assert json.load(open(tmp_path / "stage-2.json"))["stage"] == 2
     with pytest.raises(ValueError, match="stage 2 continues stage 1"):
         run_stage(2, recipe, state, None, torch.device("cpu"), 50)
-    model = tempo.from_pretrained(str(tmp_path / "two"), device="cpu")  # a loadable checkpoint, as shipped
-    assert model.spec.num_memory_tokens == 32
+    third = run_stage(3, recipe, state, str(tmp_path / "three"), torch.device("cpu"), 50)
+    curve = third["stages"]["compose"]["growth_curve"]
+    assert [point["after_width"] for point in curve] == list(recipe.copy_widths)
+    assert all(0 <= share <= 1 for point in curve for width in ("16", "64", "128")
+               for share in point[width].values())
+    model = tempo.from_pretrained(str(tmp_path / "three"), device="cpu")  # a loadable checkpoint, as shipped
+    assert model.spec.num_memory_tokens == 32 and model.spec.repetition_guard

@@ -96,8 +96,9 @@ class Composer:
             own = list(range(n))
             before = int(rng.integers(0, width - n + 1))
             after = width - n - before
-        quiet = [self.quiet[int(j)] for j in rng.choice(len(self.quiet), size=before + after, replace=False)
-                 if self.pool[self.quiet[int(j)][0]].video != item.video] if before + after else []
+        extra = before + after
+        drawn = rng.choice(len(self.quiet), size=extra, replace=extra > len(self.quiet)) if extra else []
+        quiet = [self.quiet[int(j)] for j in drawn if self.pool[self.quiet[int(j)][0]].video != item.video]
         while len(quiet) < before + after:  # rare: a draw from the item's own video was dropped
             p, i = self.quiet[int(rng.integers(len(self.quiet)))]
             if self.pool[p].video != item.video:
@@ -124,14 +125,14 @@ def width_schedule(widths: tuple[int, ...], steps: tuple[int, ...], rng: np.rand
 
 def train_composed(model: TempoModel, composer: Composer, widths: tuple[int, ...], steps: tuple[int, ...],
                    batch: int, lr: float, ata_share: float, rng: np.random.Generator, every: int,
-                   held_out: Composer | None = None) -> dict:
+                   held_out: Composer | None = None, eval_inputs: int = 40) -> dict:
     """The decoder (and projector) on composed inputs; after each phase, the growth curve on `held_out`."""
     k_max = model.spec.num_memory_tokens
     total = sum(steps)
     schedule = Schedule([{"params": list(model.decoder.parameters()), "lr": lr}], total)
     progress = Progress("compose", total, every)
     curve = []
-    ends = set(np.cumsum(steps).tolist())
+    ends = dict(zip(np.cumsum(steps).tolist(), widths))  # last step of a phase -> its width
     for step, width in enumerate(width_schedule(widths, steps, rng)):
         loss_sum = 0.0
         for _ in range(batch):
@@ -144,7 +145,8 @@ def train_composed(model: TempoModel, composer: Composer, widths: tuple[int, ...
         schedule.step()
         progress.update(step, loss_sum)
         if held_out is not None and step + 1 in ends:
-            curve.append({"after_width": width, "step": step + 1, **copy_accuracy(model, held_out)})
+            curve.append({"after_width": ends[step + 1], "step": step + 1,
+                          **copy_accuracy(model, held_out, eval_inputs)})
     return progress.summary() | {"growth_curve": curve}
 
 

@@ -190,6 +190,29 @@ def evaluate(model: TempoModel, n: int, seed: int, budget: int | None, min_durat
     return report
 
 
+def localisation(model: TempoModel, n: int, seed: int, min_duration: float, max_duration: float,
+                 directory: str) -> dict:
+    """The compressor alone, through the real pipeline: how often its most relevant segment overlaps the
+    evidence (what ATA gives the most tokens), per family, for every non-global question."""
+    check_seeds(seed, n)
+    hits: dict[str, list[bool]] = defaultdict(list)
+    started = time.perf_counter()
+    for video_seed in range(seed, seed + n):
+        path, video = video_file(video_seed, min_duration, max_duration, directory)
+        for question in make_questions(video, np.random.default_rng(video_seed)):
+            if question.family == "global":
+                continue
+            compressed = compression(model, path, question.text, RunConfig())
+            best = int(np.argmax(compressed.relevance))
+            hits[question.family].append(segment_relevance(question, *compressed.plan.span(best)))
+    every = [hit for family in hits.values() for hit in family]
+    return {"localization": float(np.mean(every)), "questions": len(every),
+            "per_family": {family: float(np.mean(h)) for family, h in hits.items()},
+            "settings": {"model": model.spec.name, "videos": n, "seeds": [seed, seed + n - 1],
+                         "durations": [min_duration, max_duration],
+                         "seconds": round(time.perf_counter() - started, 1)}}
+
+
 def format_table(report: dict) -> str:
     """The README table: one row per strategy, head vs tail truncation for ATA, then the oracle."""
     families = list(FAMILIES)
@@ -265,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", dest="json_out", help="write the full report here")
     parser.add_argument("--plot", help="draw the budget sweep to this PNG (and an offline HTML beside it)")
     parser.add_argument("--no-sweep", action="store_true", help="skip the budget sweep (about half the time)")
+    parser.add_argument("--localisation-only", action="store_true",
+                        help="only the compressor: how often its most relevant segment is on the evidence")
     parser.add_argument("--write-jobs", metavar="JOBS", help="instead of evaluating, write the questions as "
                                                              "`python -m tempo batch` jobs to this file")
     parser.add_argument("--budgets", default="512,1024", help="with --write-jobs: one job per question and budget "
@@ -287,6 +312,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {count} jobs to {args.write_jobs}")
         return 0
     model = from_pretrained(args.model, device="cpu")
+    if args.localisation_only:
+        try:
+            report = localisation(model, args.n, args.seed, args.min_duration, args.max_duration, args.videos_dir)
+        except (ValueError, InputError) as exc:
+            parser.error(str(exc))
+        print(json.dumps(report, indent=2))
+        if args.json_out:
+            with open(args.json_out, "w", encoding="utf-8") as f:
+                json.dump(report, f, indent=2)
+        return 0
     try:
         report = evaluate(model, args.n, args.seed, args.budget, args.min_duration, args.max_duration,
                           args.videos_dir, k_min=args.k_min, sweep=not args.no_sweep)

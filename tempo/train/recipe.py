@@ -43,12 +43,13 @@ class Recipe:
     copy_widths: tuple[int, ...] = (1, 4, 16, 64, 128)  # segments per composed input, phase by phase
     copy_steps: tuple[int, ...] = (400, 600, 800, 1000, 1000)
     copy_lr: float = 1e-3
+    copy_eval_inputs: int = 40  # held-out composed inputs per width and curve point
     copy_ata_share: float = 0.7  # composed inputs allocated by ATA on the compressor's relevance, else at random
 
     def scaled(self, factor: float) -> "Recipe":
         """The same recipe with `factor` times the videos and steps (for quick trial runs)."""
         counts = ("short_videos", "base_videos", "medium_videos", "long_videos", "held_out_videos", "clip_steps", "base_steps",
                   "caption_steps", "align_steps", "joint_steps", "longer_steps", "long_steps", "tuning_videos",
-                  "localise_steps", "pool_videos", "pool_held_out")
+                  "localise_steps", "pool_videos", "pool_held_out", "copy_eval_inputs")
         scaled = {name: max(2, round(getattr(self, name) * factor)) for name in counts}
         return replace(self, **scaled, copy_steps=tuple(max(2, round(s * factor)) for s in self.copy_steps))

@@ -143,13 +143,13 @@ def stage_compose(recipe: Recipe, state_path: str, out_dir: str, device: torch.d
     report["stages"]["pool"] = {"seconds": round(time.perf_counter() - started, 1), "questions": len(pool),
                                 "held_out_questions": len(held_out)}
     log.info("composed-input pool: %s", report["stages"]["pool"])
-    report["copy_accuracy_before"] = copy_accuracy(model, Composer(held_out))
+    report["copy_accuracy_before"] = copy_accuracy(model, Composer(held_out), recipe.copy_eval_inputs)
     log.info("held-out copy accuracy before: %s", report["copy_accuracy_before"])
     model.train()
     model.decoder.requires_grad_(True)
     report["stages"]["compose"] = train_composed(model, Composer(pool), recipe.copy_widths, recipe.copy_steps, 4,
                                                  recipe.copy_lr, recipe.copy_ata_share, rng, every,
-                                                 Composer(held_out))
+                                                 Composer(held_out), recipe.copy_eval_inputs)
     log.info("growth curve: %s", report["stages"]["compose"]["growth_curve"])
     finish(model, head, tokenizer, 3, state_path, out_dir)
     return report
