@@ -38,10 +38,10 @@ class Recipe:
     localise_steps: int = 2400  # v3 stage 1: ranking lists over segments
     localise_lists: int = 4
     localise_lr: float = 5e-4
-    pool_videos: int = 600  # v3 stage 3: short videos whose memories composed inputs are made of
+    pool_videos: int = 1500  # v3 stage 3: short videos whose memories composed inputs are made of
     pool_held_out: int = 40  # ... and unseen ones for the growth curve
     copy_widths: tuple[int, ...] = (1, 4, 16, 64, 128)  # segments per composed input, phase by phase
-    copy_steps: tuple[int, ...] = (400, 600, 800, 1000, 1000)
+    copy_steps: tuple[int, ...] = (500, 1000, 1500, 2000, 2500)
     copy_lr: float = 1e-3
     copy_eval_inputs: int = 40  # held-out composed inputs per width and curve point
     copy_ata_share: float = 0.7  # composed inputs allocated by ATA on the compressor's relevance, else at random
