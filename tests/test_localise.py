@@ -1,5 +1,6 @@
 """Tempo-Tiny v3's localisation stage: its ranking lists, its loss, and the resumable stage file."""
 
+import dataclasses
 import json
 import re
 
@@ -62,7 +63,7 @@ def test_ranking_loss_rewards_the_evidence_first():
 
 
 def test_stages_resume_from_one_state_file(tmp_path):
-    recipe = Recipe(seed=5).scaled(0.001)
+    recipe = dataclasses.replace(Recipe(seed=5).scaled(0.001), tuning_max_duration=90.0)
     state = str(tmp_path / STATE_FILE)
     with pytest.raises(ValueError, match="there is no stage 9"):
         run_stage(9, recipe, state, None, torch.device("cpu"), 50)

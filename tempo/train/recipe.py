@@ -35,6 +35,7 @@ class Recipe:
     lr: float = 3e-4
     compressor_lr: float = 5e-5
     tuning_videos: int = 24  # v3 stages: 1 - 60 min videos, never trained on, to report localisation on
+    tuning_max_duration: float = 3600.0
     localise_steps: int = 2400  # v3 stage 1: ranking lists over segments
     localise_lists: int = 4
     localise_lr: float = 5e-4

@@ -67,7 +67,8 @@ def load_state(path: str, out_dir: str, device: torch.device) -> tuple[TempoMode
 
 def tuning_videos(recipe: Recipe) -> list:
     """Unseen 1-60 minute videos the stages report on (the acceptance check uses another range)."""
-    return [generate_video(TUNING_SEEDS + i, min_duration=60, max_duration=3600) for i in range(recipe.tuning_videos)]
+    return [generate_video(TUNING_SEEDS + i, min_duration=60, max_duration=recipe.tuning_max_duration)
+            for i in range(recipe.tuning_videos)]
 
 
 def stage_localise(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
