@@ -22,6 +22,7 @@ from ..model.prompts import segment_prompt_ids
 from ..synthetic import COLOURS, KINDS, segment_relevance
 from . import data
 from .loop import Progress, Schedule
+from .stages import compress_video
 
 LIST_SIZE = 16  # segments ranked against each other per question
 MAX_POSITIVES = 4
@@ -127,6 +128,15 @@ def ranking_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return listwise + pointwise
 
 
+def list_loss(model: TempoModel, direction: torch.Tensor, index: SegmentIndex,
+              rng: np.random.Generator) -> torch.Tensor:
+    """The ranking loss of one list drawn from `index`."""
+    ranking = index.sample(rng)
+    logits = relevance_logits(model, direction, ranking.question,
+                              [(index.videos[v], i) for v, i in ranking.segments])
+    return ranking_loss(logits, torch.tensor(ranking.labels, device=logits.device))
+
+
 def train_localisation(model: TempoModel, head: nn.Linear, videos: list[data.EncodedVideo], steps: int,
                        lists: int, lr: float, rng: np.random.Generator, every: int) -> dict:
     """The compressor's language model and the base LM head on ranking lists (the vision tower stays frozen)."""
@@ -139,10 +149,7 @@ def train_localisation(model: TempoModel, head: nn.Linear, videos: list[data.Enc
     for step in range(steps):
         total = 0.0
         for _ in range(lists):
-            ranking = index.sample(rng)
-            logits = relevance_logits(model, head.weight[yes] - head.weight[no], ranking.question,
-                                      [(videos[v], i) for v, i in ranking.segments])
-            loss = ranking_loss(logits, torch.tensor(ranking.labels, device=logits.device)) / lists
+            loss = list_loss(model, head.weight[yes] - head.weight[no], index, rng) / lists
             loss.backward()
             total += loss.item()
         schedule.step()
@@ -156,32 +163,21 @@ def ranking_regulariser(model: TempoModel, direction: torch.Tensor, videos: list
     stages train the compressor's language model for its memories."""
     index = SegmentIndex(videos)
     direction = direction.detach()
-
-    def loss() -> torch.Tensor:
-        ranking = index.sample(rng)
-        logits = relevance_logits(model, direction, ranking.question, [(videos[v], i) for v, i in ranking.segments])
-        return ranking_loss(logits, torch.tensor(ranking.labels, device=logits.device))
-
-    return loss
+    return lambda: list_loss(model, direction, index, rng)
 
 
-def localisation_accuracy(model: TempoModel, videos: list[data.EncodedVideo], chunk: int = 32) -> dict:
+def localisation_accuracy(model: TempoModel, videos: list[data.EncodedVideo]) -> dict:
     """How often the most relevant segment overlaps the evidence (what ATA gives the most tokens), over the
     videos' non-global questions, per family and by video length."""
-    tok = model.compressor_tokenizer
     hits: dict[str, list[bool]] = {}
     by_length: dict[str, list[bool]] = {"under 10 min": [], "10 min or more": []}
     for video in videos:
-        vision = video.vision(model.device, model.dtype)
         for question in video.questions:
             if question.family == "global":
                 continue
-            prompts = [segment_prompt_ids(tok, question.text, video.plan, i, f.grid, model.geometry)
-                       for i, f in enumerate(vision)]
             with torch.inference_mode():
-                relevance = torch.cat([model.compressor(prompts[j:j + chunk], vision[j:j + chunk])[1]
-                                       for j in range(0, len(prompts), chunk)])
-            best = int(relevance.argmax())
+                _, relevance = compress_video(model, video, question.text)
+            best = int(np.argmax(relevance))
             hit = segment_relevance(question, *video.plan.span(best))
             hits.setdefault(question.family, []).append(hit)
             by_length["under 10 min" if video.video.duration < 600 else "10 min or more"].append(hit)

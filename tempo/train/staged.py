@@ -18,6 +18,7 @@ from dataclasses import asdict
 
 import numpy as np
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 from torch import nn
@@ -48,9 +49,8 @@ def save_state(model: TempoModel, head: nn.Linear, tokenizer: Tokenizer, stage: 
 
 def load_state(path: str, out_dir: str, device: torch.device) -> tuple[TempoModel, nn.Linear, Tokenizer, int]:
     """The model, base head and tokenizer a stage left in `path`, with a loadable checkpoint in `out_dir`."""
-    with open(path, "rb") as f:
-        header_size = int.from_bytes(f.read(8), "little")
-        metadata = json.loads(f.read(header_size))["__metadata__"]
+    with safe_open(path, "pt") as f:
+        metadata = f.metadata()
     tokenizer = Tokenizer.from_str(metadata["tokenizer"])
     checkpoint_dir, base_dir = write_skeleton(out_dir, tokenizer)
     model = build_model(checkpoint_dir, base_dir, "Tempo-Tiny", device, torch.float32, initialize=True)
