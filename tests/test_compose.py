@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tempo.train.compose import Composer, PoolItem, width_schedule
+from tempo.train.compose import Composed, Composer, Mixture, PoolItem, width_schedule
 
 K, D = 4, 3
 
@@ -60,3 +60,12 @@ def test_widths_grow_phase_by_phase_and_revisit_earlier_ones():
     assert len(widths) == 210 and widths[:10] == [1] * 10
     assert set(widths[10:110]) == {1, 4} and 60 < widths[10:110].count(4) < 85
     assert set(widths[110:]) == {1, 4, 16} and widths[110:].count(16) > 55
+
+
+def test_stage_four_mixes_real_pairs_with_composed_inputs_of_the_asked_width(composer):
+    real = [Composed("global", torch.zeros(7, K, D), [0.5] * 7, [float(t) for t in range(7)], "q", "a")]
+    rng = np.random.default_rng(1)
+    drawn = [Mixture(composer, real, 0.5).sample(16, rng) for _ in range(200)]
+    assert 70 < sum(example is real[0] for example in drawn) < 130
+    assert all(example.memories.shape[0] == 16 for example in drawn if example is not real[0])
+    assert all(Mixture(composer, real, 0.0).sample(4, rng) is not real[0] for _ in range(50))

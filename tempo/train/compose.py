@@ -6,7 +6,8 @@ the tiny decoder learns per video where the evidence is instead of how to find i
 are composed from them: the question's own segments (a window around the evidence, or all of them) between
 irrelevant segments of other videos, with fresh evenly spaced time tags each time, so a "when" answer can only
 be copied, never remembered. W grows 1 -> 4 -> 16 -> 64 -> 128; allocation is mostly ATA on the compressor's own
-relevance, as at inference, so the evidence keeps more memory tokens than its neighbours.
+relevance, as at inference, so the evidence keeps more memory tokens than its neighbours. Afterwards (stage 4)
+real pairs on long videos are mixed in: global questions, and inputs that are not composed.
 """
 
 from __future__ import annotations
@@ -116,6 +117,30 @@ class Composer:
         return Composed(item.family, memories, relevance, tags, item.question, answer)
 
 
+def real_pairs(model: TempoModel, videos: list[data.EncodedVideo]) -> list[Composed]:
+    """Every question of every video as the decoder sees it at inference, compressed once (compressor frozen)."""
+    pairs = []
+    for video in videos:
+        for question in video.questions:
+            with torch.inference_mode():
+                memories, relevance = compress_video(model, video, question.text)
+            pairs.append(Composed(question.family, memories.half().cpu(), relevance, video.plan.tag_times(),
+                                  question.text, data.training_answer(question, video.plan)))
+    return pairs
+
+
+class Mixture:
+    """Real pairs `share` of the time (at their own width, global questions included), else composed inputs."""
+
+    def __init__(self, composer: Composer, real: list[Composed], share: float):
+        self.composer, self.real, self.share = composer, real, share
+
+    def sample(self, width: int, rng: np.random.Generator) -> Composed:
+        if rng.random() < self.share:
+            return self.real[int(rng.integers(len(self.real)))]
+        return self.composer.sample(width, rng)
+
+
 def width_schedule(widths: tuple[int, ...], steps: tuple[int, ...], rng: np.random.Generator):
     """Per step, the width to train on: mostly the phase's own, sometimes an earlier one (so no skill fades)."""
     for phase, (width, count) in enumerate(zip(widths, steps)):
@@ -123,7 +148,8 @@ def width_schedule(widths: tuple[int, ...], steps: tuple[int, ...], rng: np.rand
             yield width if phase == 0 or rng.random() < 0.7 else widths[int(rng.integers(phase))]
 
 
-def train_composed(model: TempoModel, composer: Composer, widths: tuple[int, ...], steps: tuple[int, ...],
+def train_composed(model: TempoModel, composer: Composer | Mixture, widths: tuple[int, ...],
+                   steps: tuple[int, ...],
                    batch: int, lr: float, ata_share: float, rng: np.random.Generator, every: int,
                    held_out: Composer | None = None, eval_inputs: int = 40) -> dict:
     """The decoder (and projector) on composed inputs; after each phase, the growth curve on `held_out`."""

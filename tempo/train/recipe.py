@@ -46,11 +46,15 @@ class Recipe:
     copy_lr: float = 1e-3
     copy_eval_inputs: int = 40  # held-out composed inputs per width and curve point
     copy_ata_share: float = 0.7  # composed inputs allocated by ATA on the compressor's relevance, else at random
+    real_steps: int = 1600  # v3 stage 4: the decoder on real pairs of long and medium videos ...
+    real_share: float = 0.5  # ... this share of the time, else on composed inputs of W = 128
+    real_pool_videos: int = 400  # short videos the composed inputs of stage 4 are made of
 
     def scaled(self, factor: float) -> "Recipe":
         """The same recipe with `factor` times the videos and steps (for quick trial runs)."""
-        counts = ("short_videos", "base_videos", "medium_videos", "long_videos", "held_out_videos", "clip_steps", "base_steps",
-                  "caption_steps", "align_steps", "joint_steps", "longer_steps", "long_steps", "tuning_videos",
-                  "localise_steps", "pool_videos", "pool_held_out", "copy_eval_inputs")
+        counts = ("short_videos", "base_videos", "medium_videos", "long_videos", "held_out_videos", "clip_steps",
+                  "base_steps", "caption_steps", "align_steps", "joint_steps", "longer_steps", "long_steps",
+                  "tuning_videos", "localise_steps", "pool_videos", "pool_held_out", "copy_eval_inputs", "real_steps",
+                  "real_pool_videos")
         scaled = {name: max(2, round(getattr(self, name) * factor)) for name in counts}
         return replace(self, **scaled, copy_steps=tuple(max(2, round(s * factor)) for s in self.copy_steps))

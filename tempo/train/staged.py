@@ -5,6 +5,7 @@ previous stage's state file and writes its own over it (one file, half precision
   stage 2  the paper's stages 0-2 at toy scale (align, joint, longer) on that compressor, with the ranking loss
            beside every step that trains the compressor, so the localisation stays
   stage 3  the decoder alone on composed inputs of 1 -> 128 segments (see `compose`), with its growth curve
+  stage 4  the decoder on real pairs of long and medium videos (v2's stage 3), half the time still composed inputs
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from . import data
 from .base import relevance_accuracy
 from .curriculum import pretrain, set_relevance_direction, align_and_joint, training_videos
 from .localise import localisation_accuracy, ranking_regulariser, train_localisation
-from .compose import Composer, build_pool, copy_accuracy, train_composed
+from .compose import Composer, Mixture, build_pool, copy_accuracy, real_pairs, train_composed
 from .recipe import TRAINING_SEEDS, TUNING_SEEDS, Recipe
 from .tiny import write_skeleton
 
@@ -132,31 +133,61 @@ def stage_decoder(recipe: Recipe, state_path: str, out_dir: str, device: torch.d
     return report
 
 
+def composed_pools(model: TempoModel, recipe: Recipe, videos: int, rng: np.random.Generator):
+    """Composers over `videos` short training videos and over the held-out ones the growth curve is read on."""
+    first = TRAINING_SEEDS + recipe.seed * 10_000
+    pool = build_pool(model, [generate_video(first + 200 + i, min_duration=30, max_duration=150)
+                              for i in range(videos)], rng)
+    held_out = build_pool(model, [generate_video(first + 9_100 + i, min_duration=30, max_duration=150)
+                                  for i in range(recipe.pool_held_out)], rng, first=videos)
+    return Composer(pool), Composer(held_out)
+
+
 def stage_compose(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
     model, head, tokenizer, report, rng = resume(3, recipe, state_path, out_dir, device)
     model.requires_grad_(False)
     started = time.perf_counter()
-    first = TRAINING_SEEDS + recipe.seed * 10_000
-    pool = build_pool(model, [generate_video(first + 200 + i, min_duration=30, max_duration=150)
-                              for i in range(recipe.pool_videos)], rng)
-    held_out = build_pool(model, [generate_video(first + 9_100 + i, min_duration=30, max_duration=150)
-                                  for i in range(recipe.pool_held_out)], rng, first=recipe.pool_videos)
-    report["stages"]["pool"] = {"seconds": round(time.perf_counter() - started, 1), "questions": len(pool),
-                                "held_out_questions": len(held_out)}
+    pool, held_out = composed_pools(model, recipe, recipe.pool_videos, rng)
+    report["stages"]["pool"] = {"seconds": round(time.perf_counter() - started, 1), "questions": len(pool.pool),
+                                "held_out_questions": len(held_out.pool)}
     log.info("composed-input pool: %s", report["stages"]["pool"])
-    report["copy_accuracy_before"] = copy_accuracy(model, Composer(held_out), recipe.copy_eval_inputs)
+    report["copy_accuracy_before"] = copy_accuracy(model, held_out, recipe.copy_eval_inputs)
     log.info("held-out copy accuracy before: %s", report["copy_accuracy_before"])
     model.train()
     model.decoder.requires_grad_(True)
-    report["stages"]["compose"] = train_composed(model, Composer(pool), recipe.copy_widths, recipe.copy_steps, 4,
+    report["stages"]["compose"] = train_composed(model, pool, recipe.copy_widths, recipe.copy_steps, 4,
                                                  recipe.copy_lr, recipe.copy_ata_share, rng, every,
-                                                 Composer(held_out), recipe.copy_eval_inputs)
+                                                 held_out, recipe.copy_eval_inputs)
     log.info("growth curve: %s", report["stages"]["compose"]["growth_curve"])
     finish(model, head, tokenizer, 3, state_path, out_dir)
     return report
 
 
-STAGES = {1: stage_localise, 2: stage_decoder, 3: stage_compose}
+def stage_real(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
+    model, head, tokenizer, report, rng = resume(4, recipe, state_path, out_dir, device)
+    model.requires_grad_(False)
+    started = time.perf_counter()
+    videos = training_videos(recipe)
+    encoded = data.encode_videos(model.compressor, videos["long"], 1024, model.geometry, rng) + \
+        data.encode_videos(model.compressor, videos["medium"], 256, model.geometry, rng)
+    real = real_pairs(model, encoded)
+    del encoded  # the vision features; the pairs keep only memories
+    pool, held_out = composed_pools(model, recipe, recipe.real_pool_videos, rng)
+    report["stages"]["pairs"] = {"seconds": round(time.perf_counter() - started, 1), "real_pairs": len(real),
+                                 "composed_questions": len(pool.pool)}
+    log.info("real pairs and composed-input pool: %s", report["stages"]["pairs"])
+    widest = max(recipe.copy_widths)
+    model.train()
+    model.decoder.requires_grad_(True)
+    report["stages"]["real"] = train_composed(model, Mixture(pool, real, recipe.real_share), (widest,),
+                                              (recipe.real_steps,), 4, recipe.lr, recipe.copy_ata_share, rng, every,
+                                              held_out, recipe.copy_eval_inputs)
+    log.info("growth curve after real pairs: %s", report["stages"]["real"]["growth_curve"])
+    finish(model, head, tokenizer, 4, state_path, out_dir)
+    return report
+
+
+STAGES = {1: stage_localise, 2: stage_decoder, 3: stage_compose, 4: stage_real}
 
 
 def run_stage(stage: int, recipe: Recipe, state_path: str, out_dir: str | None, device: torch.device,
