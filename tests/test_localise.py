@@ -84,5 +84,8 @@ def test_stages_resume_from_one_state_file(tmp_path):
     assert [point["after_width"] for point in curve] == list(recipe.copy_widths)
     assert all(0 <= share <= 1 for point in curve for width in ("16", "64", "128")
                for share in point[width].values())
-    model = tempo.from_pretrained(str(tmp_path / "three"), device="cpu")  # a loadable checkpoint, as shipped
+    fourth = run_stage(4, recipe, state, str(tmp_path / "four"), torch.device("cpu"), 50)
+    assert fourth["stages"]["pairs"]["real_pairs"] > 0
+    assert [point["after_width"] for point in fourth["stages"]["real"]["growth_curve"]] == [max(recipe.copy_widths)]
+    model = tempo.from_pretrained(str(tmp_path / "four"), device="cpu")  # a loadable checkpoint, as shipped
     assert model.spec.num_memory_tokens == 32 and model.spec.repetition_guard
