@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tempo.train.compose import Composed, Composer, Mixture, PoolItem, width_schedule
+from tempo.train.compose import Composer, Mixture, PoolItem, width_schedule
 
 K, D = 4, 3
 
@@ -62,10 +62,15 @@ def test_widths_grow_phase_by_phase_and_revisit_earlier_ones():
     assert set(widths[110:]) == {1, 4, 16} and widths[110:].count(16) > 55
 
 
-def test_stage_four_mixes_real_pairs_with_composed_inputs_of_the_asked_width(composer):
-    real = [Composed("global", torch.zeros(7, K, D), [0.5] * 7, [float(t) for t in range(7)], "q", "a")]
+def test_stage_four_mixes_whole_videos_with_fresh_tags_and_composed_inputs(composer):
+    real = [item(20, "global", 7, 0, set(range(7)), 20.0), item(21, "grounding", 9, 5, {5}, 21.0)]
     rng = np.random.default_rng(1)
-    drawn = [Mixture(composer, real, 0.5).sample(16, rng) for _ in range(200)]
-    assert 70 < sum(example is real[0] for example in drawn) < 130
-    assert all(example.memories.shape[0] == 16 for example in drawn if example is not real[0])
-    assert all(Mixture(composer, real, 0.0).sample(4, rng) is not real[0] for _ in range(50))
+    drawn = [Mixture(composer, real, 0.5).sample(16, rng) for _ in range(300)]
+    whole = [example for example in drawn if example.memories[0, 1, 0] >= 20]
+    assert 110 < len(whole) < 190
+    assert all(example.memories.shape[0] == 16 for example in drawn if example.memories[0, 1, 0] < 20)
+    assert {example.memories.shape[0] for example in whole} == {7, 9}  # a whole video, nothing around it
+    grounding = [example for example in whole if example.family == "grounding"]
+    assert len({example.tag_times[0] for example in grounding}) > 5  # fresh tags each time
+    assert all(example.answer == f"At {example.tag_times[5]:.1f} seconds." for example in grounding)
+    assert all(Mixture(composer, real, 0.0).sample(4, rng).memories[0, 1, 0] < 20 for _ in range(50))

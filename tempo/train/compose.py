@@ -52,15 +52,16 @@ class Composed:
     answer: str
 
 
-def build_pool(model: TempoModel, videos: list[SyntheticVideo], rng: np.random.Generator,
-               first: int = 0) -> list[PoolItem]:
-    """Every non-global question of every video, compressed once (vision features are dropped per video)."""
+def build_pool(model: TempoModel, videos: list[SyntheticVideo], rng: np.random.Generator, first: int = 0,
+               families: tuple[str, ...] = FAMILIES) -> list[PoolItem]:
+    """Every question of these families about every video, compressed once (vision features are dropped per
+    video); video numbers start at `first`."""
     pool = []
     for number, video in enumerate(videos, first):
         encoded, = data.encode_videos(model.compressor, [video], 1024, model.geometry, rng)
         plan = encoded.plan
         for question in encoded.questions:
-            if question.family == "global":
+            if question.family not in families:
                 continue
             with torch.inference_mode():
                 memories, relevance = compress_video(model, encoded, question.text)
@@ -117,27 +118,17 @@ class Composer:
         return Composed(item.family, memories, relevance, tags, item.question, answer)
 
 
-def real_pairs(model: TempoModel, videos: list[data.EncodedVideo]) -> list[Composed]:
-    """Every question of every video as the decoder sees it at inference, compressed once (compressor frozen)."""
-    pairs = []
-    for video in videos:
-        for question in video.questions:
-            with torch.inference_mode():
-                memories, relevance = compress_video(model, video, question.text)
-            pairs.append(Composed(question.family, memories.half().cpu(), relevance, video.plan.tag_times(),
-                                  question.text, data.training_answer(question, video.plan)))
-    return pairs
-
-
 class Mixture:
-    """Real pairs `share` of the time (at their own width, global questions included), else composed inputs."""
+    """Whole real videos `share` of the time (global questions too), else composed inputs of the asked width. Real
+    videos get fresh tags as well: 360 pairs seen ten times each would otherwise teach their "when" answers."""
 
-    def __init__(self, composer: Composer, real: list[Composed], share: float):
+    def __init__(self, composer: Composer, real: list[PoolItem], share: float):
         self.composer, self.real, self.share = composer, real, share
 
     def sample(self, width: int, rng: np.random.Generator) -> Composed:
         if rng.random() < self.share:
-            return self.real[int(rng.integers(len(self.real)))]
+            item = self.real[int(rng.integers(len(self.real)))]
+            return self.composer.compose(item, len(item.labels), rng)
         return self.composer.sample(width, rng)
 
 

@@ -5,7 +5,7 @@ previous stage's state file and writes its own over it (one file, half precision
   stage 2  the paper's stages 0-2 at toy scale (align, joint, longer) on that compressor, with the ranking loss
            beside every step that trains the compressor, so the localisation stays
   stage 3  the decoder alone on composed inputs of 1 -> 128 segments (see `compose`), with its growth curve
-  stage 4  the decoder on real pairs of long and medium videos (v2's stage 3), half the time still composed inputs
+  stage 4  the decoder on whole long and medium videos (v2's stage 3), half the time still composed inputs
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from . import data
 from .base import relevance_accuracy
 from .curriculum import pretrain, set_relevance_direction, align_and_joint, training_videos
 from .localise import localisation_accuracy, ranking_regulariser, train_localisation
-from .compose import Composer, Mixture, build_pool, copy_accuracy, real_pairs, train_composed
+from .compose import FAMILIES, Composer, Mixture, build_pool, copy_accuracy, train_composed
 from .recipe import TRAINING_SEEDS, TUNING_SEEDS, Recipe
 from .tiny import write_skeleton
 
@@ -168,12 +168,11 @@ def stage_real(recipe: Recipe, state_path: str, out_dir: str, device: torch.devi
     model.requires_grad_(False)
     started = time.perf_counter()
     videos = training_videos(recipe)
-    encoded = data.encode_videos(model.compressor, videos["long"], 1024, model.geometry, rng) + \
-        data.encode_videos(model.compressor, videos["medium"], 256, model.geometry, rng)
-    real = real_pairs(model, encoded)
-    del encoded  # the vision features; the pairs keep only memories
     pool, held_out = composed_pools(model, recipe, recipe.real_pool_videos, rng)
+    real = build_pool(model, videos["long"] + videos["medium"], rng,
+                      first=recipe.real_pool_videos + recipe.pool_held_out, families=(*FAMILIES, "global"))
     report["stages"]["pairs"] = {"seconds": round(time.perf_counter() - started, 1), "real_pairs": len(real),
+                                 "real_segments": sum(len(item.labels) for item in real),
                                  "composed_questions": len(pool.pool)}
     log.info("real pairs and composed-input pool: %s", report["stages"]["pairs"])
     widest = max(recipe.copy_widths)
