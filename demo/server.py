@@ -66,6 +66,10 @@ class Example:
     expected: str
     evidence: tuple[tuple[float, float], ...]
 
+    def graded(self, answer: str, segment_seconds: float) -> bool:
+        """Whether `answer` is right, graded as the evaluation grades (a "when" within one segment's length)."""
+        return is_correct(Question(self.family, self.question, self.expected, self.evidence), answer, segment_seconds)
+
 
 def load_examples() -> list[Example]:
     """examples/examples.json, keeping the entries whose video is present."""
@@ -181,11 +185,8 @@ class Server:
         example = request.example
         if example is None:
             return None
-        correct = False
-        if result is not None:
-            known = Question(example.family, example.question, example.expected, example.evidence)
-            correct = is_correct(known, result.answer,
-                                 request.config.sampling.segment_frames / result.video.real_fps)
+        correct = result is not None and example.graded(
+            result.answer, request.config.sampling.segment_frames / result.video.real_fps)
         return Truth(example.expected, example.evidence, correct)
 
     # ---------------------------------------------------------------------------------------------- the work
