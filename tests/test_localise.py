@@ -87,5 +87,8 @@ def test_stages_resume_from_one_state_file(tmp_path):
     fourth = run_stage(4, recipe, state, str(tmp_path / "four"), torch.device("cpu"), 50)
     assert fourth["stages"]["pairs"]["real_pairs"] > 0
     assert [point["after_width"] for point in fourth["stages"]["real"]["growth_curve"]] == [max(recipe.copy_widths)]
+    shipped_log = json.load(open(tmp_path / "four" / "training_log.json"))
+    assert list(shipped_log["stages"]) == ["1", "2", "3", "4"]
+    assert shipped_log["seconds"] == pytest.approx(sum(r["seconds"] for r in (first, second, third, fourth)), abs=0.5)
     model = tempo.from_pretrained(str(tmp_path / "four"), device="cpu")  # a loadable checkpoint, as shipped
     assert model.spec.num_memory_tokens == 32 and model.spec.repetition_guard

@@ -15,7 +15,7 @@ OUT = "assets/tempo-tiny"
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tempo.train", description=__doc__)
-    parser.add_argument("--out", default=OUT, help=f"checkpoint directory (default {OUT})")
+    parser.add_argument("--out", help=f"checkpoint directory (default {OUT}; with --stage, none unless given)")
     parser.add_argument("--seed", type=int, default=0, help="seeds the videos, initialisation and sampling")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply videos and steps (e.g. 0.05 for a trial)")
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda, ...")
@@ -34,12 +34,11 @@ def main(argv: list[str] | None = None) -> int:
     recipe = recipe.scaled(args.scale) if args.scale != 1.0 else recipe
     if args.stage is not None:
         try:
-            run_stage(args.stage, recipe, args.state, args.out if args.out != OUT else None,
-                      torch.device(args.device), args.log_every)
+            run_stage(args.stage, recipe, args.state, args.out, torch.device(args.device), args.log_every)
         except ValueError as exc:
             parser.error(str(exc))
         return 0
-    train(args.out, recipe, torch.device(args.device), args.log_every)
+    train(args.out or OUT, recipe, torch.device(args.device), args.log_every)
     return 0
 
 

@@ -191,15 +191,30 @@ STAGES = {1: stage_localise, 2: stage_decoder, 3: stage_compose, 4: stage_real}
 
 def run_stage(stage: int, recipe: Recipe, state_path: str, out_dir: str | None, device: torch.device,
               every: int) -> dict:
-    """Run one stage, write its state file and its log (beside the state file, `stage-N.json`)."""
+    """Run one stage, write its state file and its log (beside the state file, `stage-N.json`); with `out_dir`,
+    the checkpoint there gets the logs of every stage so far as its `training_log.json`."""
     if stage not in STAGES:
         raise ValueError(f"there is no stage {stage}; the stages are {sorted(STAGES)}")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as scratch:
         report = STAGES[stage](recipe, state_path, out_dir or scratch, device, every)
     report["seconds"] = round(time.perf_counter() - started, 1)
-    path = os.path.join(os.path.dirname(os.path.abspath(state_path)), f"stage-{stage}.json")
-    with open(path, "w", encoding="utf-8") as f:
+    folder = os.path.dirname(os.path.abspath(state_path))
+    with open(os.path.join(folder, f"stage-{stage}.json"), "w", encoding="utf-8") as f:
         json.dump(report, f, indent=1)
+    if out_dir:
+        write_training_log(folder, stage, out_dir)
     log.info("stage %d took %.0f s -> %s", stage, report["seconds"], state_path)
     return report
+
+
+def write_training_log(folder: str, stage: int, out_dir: str) -> None:
+    """Stages 1..`stage`'s logs from `folder` as one training log, with the recipe's wall time so far."""
+    stages = {}
+    for number in range(1, stage + 1):
+        with open(os.path.join(folder, f"stage-{number}.json"), encoding="utf-8") as f:
+            stages[str(number)] = json.load(f)
+    log_path = os.path.join(out_dir, "training_log.json")
+    with open(log_path, "w", encoding="utf-8") as f:
+        json.dump({"recipe": "Tempo-Tiny v3, staged (python -m tempo.train --stage N)", "stages": stages,
+                   "seconds": round(sum(report["seconds"] for report in stages.values()), 1)}, f, indent=1)
