@@ -66,9 +66,11 @@ class Example:
     expected: str
     evidence: tuple[tuple[float, float], ...]
 
-    def graded(self, answer: str, segment_seconds: float) -> bool:
-        """Whether `answer` is right, graded as the evaluation grades (a "when" within one segment's length)."""
-        return is_correct(Question(self.family, self.question, self.expected, self.evidence), answer, segment_seconds)
+    def graded(self, result: Finished, sampling: SamplingConfig) -> bool:
+        """Whether `result` answered right, graded as the evaluation grades (a "when" within one segment's length
+        of the run's own sampling)."""
+        return is_correct(Question(self.family, self.question, self.expected, self.evidence), result.answer,
+                          sampling.segment_frames / result.video.real_fps)
 
 
 def load_examples() -> list[Example]:
@@ -180,13 +182,11 @@ class Server:
         return Request(path, question, config, example)
 
     def truth(self, request: Request, result: Finished | None = None) -> Truth | None:
-        """For a shipped example: the expected answer, its evidence, and whether `result` got it right (graded with
-        the segment length of the run's own sampling)."""
+        """For a shipped example: the expected answer, its evidence, and whether `result` got it right."""
         example = request.example
         if example is None:
             return None
-        correct = result is not None and example.graded(
-            result.answer, request.config.sampling.segment_frames / result.video.real_fps)
+        correct = result is not None and example.graded(result, request.config.sampling)
         return Truth(example.expected, example.evidence, correct)
 
     # ---------------------------------------------------------------------------------------------- the work

@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     for example in load_examples():
         started = time.perf_counter()
         finished = answer(model, example.video, example.question, config)
-        correct = example.graded(finished.answer, config.sampling.segment_frames / finished.video.real_fps)
+        correct = example.graded(finished, config.sampling)
         rows.append({"label": example.label, "family": example.family, "expected": example.expected,
                      "answer": finished.answer, "correct": correct,
                      "seconds": round(time.perf_counter() - started, 1)})

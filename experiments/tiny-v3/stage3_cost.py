@@ -5,14 +5,11 @@ import argparse
 import time
 
 import numpy as np
-import torch
 
 import tempo
 from tempo.synthetic import generate_video
-from tempo.train.compose import Composer, build_pool
-from tempo.train.loop import Schedule
+from tempo.train.compose import Composer, build_pool, train_composed
 from tempo.train.recipe import TRAINING_SEEDS
-from tempo.train.stages import answer_loss, training_allocation
 
 
 def main() -> None:
@@ -33,21 +30,10 @@ def main() -> None:
     model.train()
     model.requires_grad_(False)
     model.decoder.requires_grad_(True)
-    schedule = Schedule([{"params": list(model.decoder.parameters()), "lr": 1e-4}], 1000)
-    k_max = model.spec.num_memory_tokens
-    for width in (1, 4, 16, 64, 128):
+    for width in (1, 4, 16, 64, 128):  # the stage's own training loop, one phase of `--steps` steps per width
         started = time.perf_counter()
-        for _ in range(args.steps):
-            for _ in range(4):
-                example = composer.sample(width, rng)
-                tokens = training_allocation(example.relevance, k_max, rng, 0.7)
-                loss = answer_loss(model, example.memories.float(), tokens, example.tag_times, example.question,
-                                   example.answer) / 4
-                loss.backward()
-            schedule.step()
+        train_composed(model, composer, (width,), (args.steps,), 4, 1e-4, 0.7, rng, args.steps + 1)
         print(f"W={width}: {(time.perf_counter() - started) / args.steps:.2f} s per step of 4")
-    torch.set_grad_enabled(True)
-
 
 if __name__ == "__main__":
     main()
