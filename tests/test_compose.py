@@ -55,6 +55,15 @@ def test_counting_is_only_asked_when_every_occurrence_is_in(composer):
     assert Counter(composer.sample(16, rng).family for _ in range(150))["counting"] > 20
 
 
+def test_family_weights_set_how_often_each_family_is_asked(composer):
+    rng = np.random.default_rng(2)
+    weighted = Composer(composer.pool, (1.0, 2.0, 1.0))
+    counts = Counter(weighted.sample(16, rng).family for _ in range(800))
+    assert 350 < counts["grounding"] < 450 and 150 < counts["needle"] < 250 and 150 < counts["counting"] < 250
+    even = Counter(composer.sample(16, rng).family for _ in range(800))
+    assert 220 < even["grounding"] < 320
+
+
 def test_widths_grow_phase_by_phase_and_revisit_earlier_ones():
     widths = list(width_schedule((1, 4, 16), (10, 100, 100), np.random.default_rng(0)))
     assert len(widths) == 210 and widths[:10] == [1] * 10

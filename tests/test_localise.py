@@ -86,6 +86,7 @@ def test_stages_resume_from_one_state_file(tmp_path):
                for share in point[width].values())
     fourth = run_stage(4, recipe, state, str(tmp_path / "four"), torch.device("cpu"), 50)
     assert fourth["stages"]["pairs"]["real_pairs"] > 0
+    assert [point["after_width"] for point in fourth["stages"]["tags"]["growth_curve"]] == list(recipe.tag_widths)
     assert [point["after_width"] for point in fourth["stages"]["real"]["growth_curve"]] == [max(recipe.copy_widths)]
     shipped_log = json.load(open(tmp_path / "four" / "training_log.json"))
     assert list(shipped_log["stages"]) == ["1", "2", "3", "4"]

@@ -18,8 +18,9 @@ import numpy as np
 import torch
 
 from ..allocation import adaptive_token_allocation
+from ..config import GenerationConfig
 from ..model import TempoModel
-from ..synthetic import SyntheticVideo
+from ..synthetic import Question, SyntheticVideo, is_correct
 from . import data
 from .loop import Progress, Schedule
 from .stages import K_MIN, answer_loss, compress_video, training_allocation
@@ -48,6 +49,7 @@ class Composed:
     memories: torch.Tensor  # [W, k_max, d_s]
     relevance: list[float]
     tag_times: list[float]
+    segment_seconds: float  # the tags' spacing: a "when" answer is graded within half of it (+1 s)
     question: str
     answer: str
 
@@ -74,17 +76,25 @@ def build_pool(model: TempoModel, videos: list[SyntheticVideo], rng: np.random.G
 
 
 class Composer:
-    """Draws composed inputs of a given width from a pool."""
+    """Draws composed inputs of a given width from a pool; families uniformly, or in proportion to `weights`
+    (one per family of FAMILIES)."""
 
-    def __init__(self, pool: list[PoolItem]):
+    def __init__(self, pool: list[PoolItem], weights: tuple[float, ...] | None = None):
         self.pool = pool
         self.quiet = [(p, i) for p, item in enumerate(pool) for i, label in enumerate(item.labels) if not label]
         self.by_family = {family: [p for p, item in enumerate(pool) if item.family == family] for family in FAMILIES}
+        self.weights = weights
+
+    def draw_family(self, rng: np.random.Generator) -> str:
+        families = [f for f in FAMILIES if self.by_family[f]]
+        if self.weights is None:
+            return families[int(rng.integers(len(families)))]
+        weights = np.array([w for f, w in zip(FAMILIES, self.weights) if self.by_family[f]])
+        return families[int(rng.choice(len(families), p=weights / weights.sum()))]
 
     def sample(self, width: int, rng: np.random.Generator) -> Composed:
-        families = [f for f in FAMILIES if self.by_family[f]]
         while True:
-            family = families[int(rng.integers(len(families)))]
+            family = self.draw_family(rng)
             item = self.pool[self.by_family[family][int(rng.integers(len(self.by_family[family])))]]
             if family != "counting" or width >= len(item.labels):  # a window could cut an occurrence off
                 return self.compose(item, width, rng)
@@ -115,7 +125,7 @@ class Composer:
         answer = item.answer
         if item.family == "grounding":
             answer = f"At {tags[before + own.index(item.best)]:.1f} seconds."
-        return Composed(item.family, memories, relevance, tags, item.question, answer)
+        return Composed(item.family, memories, relevance, tags, step, item.question, answer)
 
 
 class Mixture:
@@ -178,17 +188,37 @@ def teacher_forced_match(model: TempoModel, example: Composed, tokens: list[int]
     return logits[:len(answer_ids)].argmax(-1).tolist() == answer_ids
 
 
+def when_within_tolerance(model: TempoModel, example: Composed, tokens: list[int]) -> bool:
+    """Whether the greedy answer to a "when" question names a time the grader accepts: within half a segment
+    (+1 s) of the evidence segment's tag."""
+    tok = model.tokenizer
+    end = tok.token_id("<|im_end|>")
+    with torch.inference_mode():
+        embeds, _ = model.decoder_inputs(example.memories.to(model.device, model.dtype), tokens, "head",
+                                         example.question, example.tag_times)
+        answer = [t for t in model.decoder.generate(embeds, GenerationConfig(max_new_tokens=16), {end}) if t != end]
+    tag = float(example.answer.split()[1])
+    return is_correct(Question("grounding", example.question, example.answer, ((tag, tag),)), tok.decode(answer),
+                      example.segment_seconds)
+
+
 def copy_accuracy(model: TempoModel, composer: Composer, per_width: int = 40, seed: int = 0) -> dict:
-    """Held-out teacher-forced exact match per width and family, allocated by ATA at a quarter of all tokens."""
+    """Held-out teacher-forced exact match per width and family, allocated by ATA at a quarter of all tokens;
+    `when_within` grades the greedy "when" answers as the grader does."""
     rng = np.random.default_rng(seed)
     k_max = model.spec.num_memory_tokens
     result: dict = {}
     for width in EVAL_WIDTHS:
         hits: dict[str, list[bool]] = {}
+        within: list[bool] = []
         for _ in range(per_width):
             example = composer.sample(width, rng)
             budget = max(width, width * k_max // 4)
             tokens = adaptive_token_allocation(example.relevance, budget, K_MIN, k_max)
             hits.setdefault(example.family, []).append(teacher_forced_match(model, example, tokens))
+            if example.family == "grounding":
+                within.append(when_within_tolerance(model, example, tokens))
         result[str(width)] = {family: round(float(np.mean(h)), 3) for family, h in sorted(hits.items())}
+        if within:
+            result[str(width)]["when_within"] = round(float(np.mean(within)), 3)
     return result

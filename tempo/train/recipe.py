@@ -46,7 +46,10 @@ class Recipe:
     copy_lr: float = 1e-3
     copy_eval_inputs: int = 40  # held-out composed inputs per width and curve point
     copy_ata_share: float = 0.7  # composed inputs allocated by ATA on the compressor's relevance, else at random
-    real_steps: int = 1600  # v3 stage 4: the decoder on real pairs of long and medium videos ...
+    tag_widths: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)  # v3 stage 4: first composed inputs again, W
+    tag_steps: tuple[int, ...] = (1000, 1000, 1500, 1500, 1500, 1000, 800, 600)  # doubling, "when" twice as often
+    tag_family_weights: tuple[float, ...] = (1.0, 2.0, 1.0)  # needle, grounding, counting
+    real_steps: int = 1000  # ... then the decoder on real pairs of long and medium videos ...
     real_share: float = 0.5  # ... this share of the time, else on composed inputs of W = 128
     real_pool_videos: int = 400  # short videos the composed inputs of stage 4 are made of
 
@@ -57,4 +60,5 @@ class Recipe:
                   "tuning_videos", "localise_steps", "pool_videos", "pool_held_out", "copy_eval_inputs", "real_steps",
                   "real_pool_videos")
         scaled = {name: max(2, round(getattr(self, name) * factor)) for name in counts}
-        return replace(self, **scaled, copy_steps=tuple(max(2, round(s * factor)) for s in self.copy_steps))
+        return replace(self, **scaled, copy_steps=tuple(max(2, round(s * factor)) for s in self.copy_steps),
+                       tag_steps=tuple(max(2, round(s * factor)) for s in self.tag_steps))

@@ -5,7 +5,8 @@ previous stage's state file and writes its own over it (one file, half precision
   stage 2  the paper's stages 0-2 at toy scale (align, joint, longer) on that compressor, with the ranking loss
            beside every step that trains the compressor, so the localisation stays
   stage 3  the decoder alone on composed inputs of 1 -> 128 segments (see `compose`), with its growth curve
-  stage 4  the decoder on whole long and medium videos (v2's stage 3), half the time still composed inputs
+  stage 4  the decoder on composed inputs again from W = 1, "when" questions twice as often (stage 3's decoder
+           never copied a time tag), then on whole long and medium videos, half the time still composed inputs
 """
 
 from __future__ import annotations
@@ -133,14 +134,16 @@ def stage_decoder(recipe: Recipe, state_path: str, out_dir: str, device: torch.d
     return report
 
 
-def composed_pools(model: TempoModel, recipe: Recipe, videos: int, rng: np.random.Generator):
-    """Composers over `videos` short training videos and over the held-out ones the growth curve is read on."""
+def composed_pools(model: TempoModel, recipe: Recipe, videos: int, rng: np.random.Generator,
+                   weights: tuple[float, ...] | None = None):
+    """Composers over `videos` short training videos (families drawn by `weights`) and over the held-out ones the
+    growth curve is read on (families drawn uniformly)."""
     first = TRAINING_SEEDS + recipe.seed * 10_000
     pool = build_pool(model, [generate_video(first + 200 + i, min_duration=30, max_duration=150)
                               for i in range(videos)], rng)
     held_out = build_pool(model, [generate_video(first + 9_100 + i, min_duration=30, max_duration=150)
                                   for i in range(recipe.pool_held_out)], rng, first=videos)
-    return Composer(pool), Composer(held_out)
+    return Composer(pool, weights), Composer(held_out)
 
 
 def stage_compose(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
@@ -164,20 +167,27 @@ def stage_compose(recipe: Recipe, state_path: str, out_dir: str, device: torch.d
 
 
 def stage_real(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
+    """Stage 3's decoder never copied a time tag; trained again from W = 1, doubling, with "when" questions twice
+    as often, it does. Then real pairs, half the time, at the widest W."""
     model, head, tokenizer, report, rng = resume(4, recipe, state_path, out_dir, device)
     model.requires_grad_(False)
     started = time.perf_counter()
     videos = training_videos(recipe)
-    pool, held_out = composed_pools(model, recipe, recipe.real_pool_videos, rng)
+    pool, held_out = composed_pools(model, recipe, recipe.real_pool_videos, rng, recipe.tag_family_weights)
     real = build_pool(model, videos["long"] + videos["medium"], rng,
                       first=recipe.real_pool_videos + recipe.pool_held_out, families=(*FAMILIES, "global"))
     report["stages"]["pairs"] = {"seconds": round(time.perf_counter() - started, 1), "real_pairs": len(real),
                                  "real_segments": sum(len(item.labels) for item in real),
                                  "composed_questions": len(pool.pool)}
     log.info("real pairs and composed-input pool: %s", report["stages"]["pairs"])
-    widest = max(recipe.copy_widths)
+    report["copy_accuracy_before"] = copy_accuracy(model, held_out, recipe.copy_eval_inputs)
+    log.info("held-out copy accuracy before: %s", report["copy_accuracy_before"])
     model.train()
     model.decoder.requires_grad_(True)
+    report["stages"]["tags"] = train_composed(model, pool, recipe.tag_widths, recipe.tag_steps, 4, recipe.copy_lr,
+                                              recipe.copy_ata_share, rng, every, held_out, recipe.copy_eval_inputs)
+    log.info("growth curve with tags: %s", report["stages"]["tags"]["growth_curve"])
+    widest = max(recipe.copy_widths)
     report["stages"]["real"] = train_composed(model, Mixture(pool, real, recipe.real_share), (widest,),
                                               (recipe.real_steps,), 4, recipe.lr, recipe.copy_ata_share, rng, every,
                                               held_out, recipe.copy_eval_inputs)

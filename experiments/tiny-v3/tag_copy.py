@@ -1,0 +1,115 @@
+"""Why "when" answers fail, and what makes the decoder copy a time tag: trains a copy of a stage's decoder on
+composed grounding inputs only and reads, per width, teacher-forced exact match, per-digit accuracy and greedy
+answers graded with the grader's tolerance (half a segment + 1 s). Uses a loadable checkpoint (--model)."""
+
+import argparse
+import json
+import logging
+import re
+import time
+
+import numpy as np
+import torch
+
+import tempo
+from tempo.allocation import adaptive_token_allocation
+from tempo.synthetic import generate_video
+from tempo.train.compose import Composer, build_pool, train_composed
+from tempo.train.recipe import TRAINING_SEEDS
+from tempo.train.stages import K_MIN
+
+NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def digits_right(model, example, tokens) -> tuple[float, bool]:
+    """Teacher-forced share of the answer's digit tokens that are the top choice, and whether all tokens are."""
+    tok = model.tokenizer
+    answer_ids = tok.text(example.answer) + [tok.token_id("<|im_end|>")]
+    with torch.inference_mode():
+        embeds, _ = model.decoder_inputs(example.memories.float(), tokens, "head", example.question,
+                                         example.tag_times, answer_ids=answer_ids)
+        logits = model.decoder.lm(inputs_embeds=embeds[None], logits_to_keep=len(answer_ids) + 1).logits[0]
+    top = logits[:len(answer_ids)].argmax(-1).tolist()
+    digit = [i for i, t in enumerate(answer_ids) if tok._markup.id_to_token(t).isdigit()]
+    return float(np.mean([top[i] == answer_ids[i] for i in digit])), top == answer_ids
+
+
+def greedy(model, example, tokens, limit: int = 12) -> str:
+    tok = model.tokenizer
+    end = tok.token_id("<|im_end|>")
+    answer: list[int] = []
+    with torch.inference_mode():
+        for _ in range(limit):
+            embeds, _ = model.decoder_inputs(example.memories.float(), tokens, "head", example.question,
+                                             example.tag_times, answer_ids=answer)
+            nxt = int(model.decoder.lm(inputs_embeds=embeds[None], logits_to_keep=1).logits[0, -1].argmax())
+            if nxt == end:
+                break
+            answer.append(nxt)
+    return tok._text.decode(answer)
+
+
+def measure(model, composer: Composer, widths, per_width: int, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    k_max = model.spec.num_memory_tokens
+    out = {}
+    for width in widths:
+        rows = []
+        for _ in range(per_width):
+            example = composer.sample(width, rng)
+            tokens = adaptive_token_allocation(example.relevance, max(width, width * k_max // 4), K_MIN, k_max)
+            share, exact = digits_right(model, example, tokens)
+            text = greedy(model, example, tokens)
+            want = float(NUMBER.search(example.answer).group())
+            got = NUMBER.search(text)
+            step = example.tag_times[1] - example.tag_times[0] if width > 1 else 10.0
+            within = got is not None and abs(float(got.group()) - want) <= step / 2 + 1.0
+            rows.append((share, exact, within))
+        out[str(width)] = {"digits": round(float(np.mean([r[0] for r in rows])), 3),
+                           "exact": round(float(np.mean([r[1] for r in rows])), 3),
+                           "tolerance": round(float(np.mean([r[2] for r in rows])), 3)}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--videos", type=int, default=120)
+    parser.add_argument("--held-out", type=int, default=30)
+    parser.add_argument("--widths", default="1,4,16")
+    parser.add_argument("--steps", default="600,600,600")
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--eval", type=int, default=30)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    model = tempo.from_pretrained(args.model, device="cpu")
+    model.requires_grad_(False)
+    rng = np.random.default_rng(0)
+    first = TRAINING_SEEDS + 7 * 10_000  # away from the stages' own pools
+    started = time.perf_counter()
+    pool = Composer(build_pool(model, [generate_video(first + i, min_duration=30, max_duration=150)
+                                       for i in range(args.videos)], rng, families=("grounding",)))
+    held = Composer(build_pool(model, [generate_video(first + 9_500 + i, min_duration=30, max_duration=150)
+                                       for i in range(args.held_out)], rng, first=args.videos,
+                               families=("grounding",)))
+    print(f"pools: {time.perf_counter() - started:.0f} s, {len(pool.pool)} / {len(held.pool)} questions", flush=True)
+    widths = tuple(int(w) for w in args.widths.split(","))
+    steps = tuple(int(s) for s in args.steps.split(","))
+    report = {"args": vars(args), "before": measure(model, held, widths, args.eval)}
+    print("before", report["before"], flush=True)
+    model.train()
+    model.decoder.requires_grad_(True)
+    started = time.perf_counter()
+    report["training"] = train_composed(model, pool, widths, steps, 4, args.lr, 0.7, rng, 100)
+    report["training_seconds"] = round(time.perf_counter() - started, 1)
+    model.eval()
+    report["after"] = measure(model, held, widths, args.eval)
+    print("after", report["after"], f"({report['training_seconds']} s)", flush=True)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
