@@ -190,3 +190,4 @@ def save_pretrained(model: TempoModel, directory: str | os.PathLike) -> None:
     save_file(tensors, os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
     with open(os.path.join(directory, "config.json"), "w", encoding="utf-8") as f:
         json.dump(model.config, f, indent=2)
+        f.write("\n")

@@ -1,4 +1,5 @@
-"""`python -m tempo.train`: train Tempo-Tiny from scratch (seeded; about 90 minutes on a 2-core CPU)."""
+"""`python -m tempo.train`: train Tempo-Tiny, v3 one resumable stage at a time (`--stage N`, as shipped) or v2's
+recipe in one run (seeded; about 90 minutes on a 2-core CPU)."""
 
 import argparse
 import logging

@@ -6,8 +6,9 @@ the tiny decoder learns per video where the evidence is instead of how to find i
 are composed from them: the question's own segments (a window around the evidence, or all of them) between
 irrelevant segments of other videos, with fresh evenly spaced time tags each time, so a "when" answer can only
 be copied, never remembered. W grows 1 -> 4 -> 16 -> 64 -> 128; allocation is mostly ATA on the compressor's own
-relevance, as at inference, so the evidence keeps more memory tokens than its neighbours. Afterwards (stage 4)
-real pairs on long videos are mixed in: global questions, and inputs that are not composed.
+relevance, as at inference, so the evidence keeps more memory tokens than its neighbours. Stage 4 runs the
+curriculum again with W doubling and "when" questions weighted up (the copy of a time tag forms only that way),
+then mixes in real pairs on long videos: global questions, and inputs that are not composed.
 """
 
 from __future__ import annotations
