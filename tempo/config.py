@@ -122,7 +122,7 @@ class RunConfig:
             raise InputError(f"Sampling fps must be a positive number (got {self.sampling.fps!r}).")
         start, end = self.sampling.start, self.sampling.end
         if start is not None and end is not None and end <= start:
-            raise InputError(f"The range ends ({end:g} s) before it starts ({start:g} s).")
+            raise InputError(f"The range ends ({clock_said(end)}) before it starts ({clock_said(start)}).")
         top_p = self.generation.top_p
         if isinstance(top_p, bool) or not (isinstance(top_p, (int, float)) and 0.0 < top_p <= 1.0):
             raise InputError(f"top_p must be in (0, 1] (got {top_p!r}).")
@@ -228,6 +228,20 @@ class Setting:
             side = f"less than minimum {low:g}" if value < low else f"greater than maximum {high:g}"
             raise InputError(f"{self.label} {value:g} is {side} (allowed range {low:g}–{high:g}).")
         return int(value) if self.kind is int else float(value)
+
+
+def clock(seconds: float, decimals: int = 0) -> str:
+    """Video time as mm:ss, or h:mm:ss past the hour; `decimals` adds fractions of a second (mm:ss.s)."""
+    total = round(max(0.0, seconds), decimals)
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    text = f"{int(minutes):02d}:{secs:0{3 + decimals if decimals else 2}.{decimals}f}"
+    return f"{int(hours)}:{text}" if hours else text
+
+
+def clock_said(seconds: float) -> str:
+    """A time in a message, as the time settings take it: mm:ss, with tenths where it has them."""
+    return clock(seconds, 0 if float(seconds).is_integer() else 1)
 
 
 def clock_seconds(value: object, label: str) -> object:

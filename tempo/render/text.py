@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import re
 
+from ..config import clock
+
 NO_ANSWER = "(no answer: the model ended its reply before its first word)"
-
-
-def clock(seconds: float, decimals: int = 0) -> str:
-    """Video time as mm:ss, or h:mm:ss past the hour; `decimals` adds fractions of a second (mm:ss.s)."""
-    total = round(max(0.0, seconds), decimals)
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    text = f"{int(minutes):02d}:{secs:0{3 + decimals if decimals else 2}.{decimals}f}"
-    return f"{int(hours)}:{text}" if hours else text
 
 
 def span(start: float, end: float) -> str:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import SamplingConfig
+from ..config import SamplingConfig, clock, clock_said
 from ..errors import InputError
 
 
@@ -112,9 +112,9 @@ def frame_window(info: VideoInfo, sampling: SamplingConfig) -> tuple[int, int, f
     start = sampling.start or 0.0
     end = info.duration if sampling.end is None else min(sampling.end, info.duration)
     if start >= info.duration:
-        raise InputError(f"The range starts at {start:g} s, after the video ends ({info.duration:.1f} s).")
+        raise InputError(f"The range starts at {clock_said(start)}, after the video ends ({clock(info.duration, 1)}).")
     if end <= start:
-        raise InputError(f"The range ends ({end:g} s) before it starts ({start:g} s).")
+        raise InputError(f"The range ends ({clock_said(end)}) before it starts ({clock_said(start)}).")
     first = min(info.total_frames - 1, math.ceil(start * info.native_fps - 1e-6))
     last = min(info.total_frames, max(first + 1, math.floor(end * info.native_fps + 1e-6)))
     return first, last - first, end
