@@ -11,26 +11,18 @@ import logging
 import time
 
 import numpy as np
-import torch
 
 import tempo
-from tempo.allocation import adaptive_token_allocation
 from tempo.synthetic import generate_video
-from tempo.train.compose import Composer, build_pool, train_composed, when_within_tolerance
+from tempo.train.compose import (Composer, build_pool, evaluation_allocation, top_choices, train_composed,
+                                 when_within_tolerance)
 from tempo.train.recipe import TRAINING_SEEDS
-from tempo.train.stages import K_MIN
 
 
 def digits_right(model, example, tokens) -> tuple[float, bool]:
     """Teacher-forced share of the answer's digit tokens that are the top choice, and whether all tokens are."""
-    tok = model.tokenizer
-    answer_ids = tok.text(example.answer) + [tok.token_id("<|im_end|>")]
-    with torch.inference_mode():
-        embeds, _ = model.decoder_inputs(example.memories.float(), tokens, "head", example.question,
-                                         example.tag_times, answer_ids=answer_ids)
-        logits = model.decoder.lm(inputs_embeds=embeds[None], logits_to_keep=len(answer_ids) + 1).logits[0]
-    top = logits[:len(answer_ids)].argmax(-1).tolist()
-    digit = [i for i, t in enumerate(answer_ids) if tok._markup.id_to_token(t).isdigit()]
+    top, answer_ids = top_choices(model, example, tokens)
+    digit = [i for i, t in enumerate(answer_ids) if model.tokenizer.decode([t]).isdigit()]
     return float(np.mean([top[i] == answer_ids[i] for i in digit])), top == answer_ids
 
 
@@ -43,7 +35,7 @@ def measure(model, composer: Composer, widths, per_width: int, seed: int = 0) ->
         rows = []
         for _ in range(per_width):
             example = composer.sample(width, rng)
-            tokens = adaptive_token_allocation(example.relevance, max(width, width * k_max // 4), K_MIN, k_max)
+            tokens = evaluation_allocation(example.relevance, k_max)
             share, exact = digits_right(model, example, tokens)
             rows.append((share, exact, when_within_tolerance(model, example, tokens)))
         out[str(width)] = {"digits": round(float(np.mean([r[0] for r in rows])), 3),

@@ -178,15 +178,26 @@ def train_composed(model: TempoModel, composer: Composer | Mixture, widths: tupl
     return progress.summary() | {"growth_curve": curve}
 
 
-def teacher_forced_match(model: TempoModel, example: Composed, tokens: list[int]) -> bool:
-    """Whether every answer token is the decoder's top choice given the ones before it."""
+def evaluation_allocation(relevance: list[float], k_max: int) -> list[int]:
+    """Memory tokens per segment when the growth curve is read: ATA at a quarter of all tokens."""
+    return adaptive_token_allocation(relevance, max(len(relevance), len(relevance) * k_max // 4), K_MIN, k_max)
+
+
+def top_choices(model: TempoModel, example: Composed, tokens: list[int]) -> tuple[list[int], list[int]]:
+    """The decoder's top choice at every answer position given the answer's tokens before it, and those tokens."""
     tok = model.tokenizer
     answer_ids = tok.text(example.answer) + [tok.token_id("<|im_end|>")]
     with torch.inference_mode():
         embeds, _ = model.decoder_inputs(example.memories.to(model.device, model.dtype), tokens, "head",
                                          example.question, example.tag_times, answer_ids=answer_ids)
         logits = model.decoder.lm(inputs_embeds=embeds[None], logits_to_keep=len(answer_ids) + 1).logits[0]
-    return logits[:len(answer_ids)].argmax(-1).tolist() == answer_ids
+    return logits[:len(answer_ids)].argmax(-1).tolist(), answer_ids
+
+
+def teacher_forced_match(model: TempoModel, example: Composed, tokens: list[int]) -> bool:
+    """Whether every answer token is the decoder's top choice given the ones before it."""
+    top, answer_ids = top_choices(model, example, tokens)
+    return top == answer_ids
 
 
 def when_within_tolerance(model: TempoModel, example: Composed, tokens: list[int]) -> bool:
@@ -214,8 +225,7 @@ def copy_accuracy(model: TempoModel, composer: Composer, per_width: int = 40, se
         within: list[bool] = []
         for _ in range(per_width):
             example = composer.sample(width, rng)
-            budget = max(width, width * k_max // 4)
-            tokens = adaptive_token_allocation(example.relevance, budget, K_MIN, k_max)
+            tokens = evaluation_allocation(example.relevance, k_max)
             hits.setdefault(example.family, []).append(teacher_forced_match(model, example, tokens))
             if example.family == "grounding":
                 within.append(when_within_tolerance(model, example, tokens))
