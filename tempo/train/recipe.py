@@ -52,13 +52,18 @@ class Recipe:
     real_steps: int = 1000  # ... then the decoder on real pairs of long and medium videos ...
     real_share: float = 0.5  # ... this share of the time, else on composed inputs of W = 128
     real_pool_videos: int = 400  # short videos the composed inputs of stage 4 are made of
+    wide_widths: tuple[int, ...] = (16, 32, 64, 128)  # v3 stage 5: long phases at the widths stage 4 left short,
+    wide_steps: tuple[int, ...] = (1000, 2000, 2000, 1000)  # "when" questions two in three, on fresh videos,
+    wide_family_weights: tuple[float, ...] = (1.0, 4.0, 1.0)  # then real pairs again (`real_steps`)
+    wide_pool_videos: int = 300
 
     def scaled(self, factor: float) -> "Recipe":
         """The same recipe with `factor` times the videos and steps (for quick trial runs)."""
         counts = ("short_videos", "base_videos", "medium_videos", "long_videos", "held_out_videos", "clip_steps",
                   "base_steps", "caption_steps", "align_steps", "joint_steps", "longer_steps", "long_steps",
                   "tuning_videos", "localise_steps", "pool_videos", "pool_held_out", "copy_eval_inputs", "real_steps",
-                  "real_pool_videos")
+                  "real_pool_videos", "wide_pool_videos")
         scaled = {name: max(2, round(getattr(self, name) * factor)) for name in counts}
         return replace(self, **scaled, copy_steps=tuple(max(2, round(s * factor)) for s in self.copy_steps),
-                       tag_steps=tuple(max(2, round(s * factor)) for s in self.tag_steps))
+                       tag_steps=tuple(max(2, round(s * factor)) for s in self.tag_steps),
+                       wide_steps=tuple(max(2, round(s * factor)) for s in self.wide_steps))

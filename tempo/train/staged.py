@@ -7,6 +7,8 @@ previous stage's state file and writes its own over it (one file, half precision
   stage 3  the decoder alone on composed inputs of 1 -> 128 segments (see `compose`), with its growth curve
   stage 4  the decoder on composed inputs again from W = 1, "when" questions twice as often (stage 3's decoder
            never copied a time tag), then on whole long and medium videos, half the time still composed inputs
+  stage 5  long phases at W = 16 -> 128 with "when" questions two in three, on videos the decoder has not seen
+           (stage 4's copy stopped at W = 16 after short wide phases), then real pairs again
 """
 
 from __future__ import annotations
@@ -135,11 +137,11 @@ def stage_decoder(recipe: Recipe, state_path: str, out_dir: str, device: torch.d
 
 
 def composed_pools(model: TempoModel, recipe: Recipe, videos: int, rng: np.random.Generator,
-                   weights: tuple[float, ...] | None = None):
-    """Composers over `videos` short training videos (families drawn by `weights`) and over the held-out ones the
-    growth curve is read on (families drawn uniformly)."""
+                   weights: tuple[float, ...] | None = None, skip: int = 0):
+    """Composers over `videos` short training videos after the first `skip` (families drawn by `weights`) and over
+    the held-out ones the growth curve is read on (families drawn uniformly)."""
     first = TRAINING_SEEDS + recipe.seed * 10_000
-    pool = build_pool(model, [generate_video(first + 200 + i, min_duration=30, max_duration=150)
+    pool = build_pool(model, [generate_video(first + 200 + skip + i, min_duration=30, max_duration=150)
                               for i in range(videos)], rng)
     held_out = build_pool(model, [generate_video(first + 9_100 + i, min_duration=30, max_duration=150)
                                   for i in range(recipe.pool_held_out)], rng, first=videos)
@@ -196,7 +198,36 @@ def stage_real(recipe: Recipe, state_path: str, out_dir: str, device: torch.devi
     return report
 
 
-STAGES = {1: stage_localise, 2: stage_decoder, 3: stage_compose, 4: stage_real}
+def stage_wide(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
+    """Stage 4's phases at W = 64 and 128 (800 and 600 steps, a third of them "when") moved neither width's copy;
+    here each wide width gets thousands of steps, mostly "when", then real pairs as in stage 4."""
+    model, head, tokenizer, report, rng = resume(5, recipe, state_path, out_dir, device)
+    model.requires_grad_(False)
+    started = time.perf_counter()
+    videos = training_videos(recipe)
+    seen = max(recipe.pool_videos, recipe.real_pool_videos)  # stages 3 and 4 drew their pools from these
+    pool, held_out = composed_pools(model, recipe, recipe.wide_pool_videos, rng, recipe.wide_family_weights, seen)
+    real = build_pool(model, videos["long"] + videos["medium"], rng,
+                      first=seen + recipe.wide_pool_videos + recipe.pool_held_out, families=(*FAMILIES, "global"))
+    report["stages"]["pairs"] = {"seconds": round(time.perf_counter() - started, 1), "real_pairs": len(real),
+                                 "composed_questions": len(pool.pool)}
+    log.info("real pairs and composed-input pool: %s", report["stages"]["pairs"])
+    report["copy_accuracy_before"] = copy_accuracy(model, held_out, recipe.copy_eval_inputs)
+    log.info("held-out copy accuracy before: %s", report["copy_accuracy_before"])
+    model.train()
+    model.decoder.requires_grad_(True)
+    report["stages"]["wide"] = train_composed(model, pool, recipe.wide_widths, recipe.wide_steps, 4, recipe.copy_lr,
+                                              recipe.copy_ata_share, rng, every, held_out, recipe.copy_eval_inputs)
+    log.info("growth curve, wide phases: %s", report["stages"]["wide"]["growth_curve"])
+    report["stages"]["real"] = train_composed(model, Mixture(pool, real, recipe.real_share),
+                                              (max(recipe.wide_widths),), (recipe.real_steps,), 4, recipe.lr,
+                                              recipe.copy_ata_share, rng, every, held_out, recipe.copy_eval_inputs)
+    log.info("growth curve after real pairs: %s", report["stages"]["real"]["growth_curve"])
+    finish(model, head, tokenizer, 5, state_path, out_dir)
+    return report
+
+
+STAGES = {1: stage_localise, 2: stage_decoder, 3: stage_compose, 4: stage_real, 5: stage_wide}
 
 
 def run_stage(stage: int, recipe: Recipe, state_path: str, out_dir: str | None, device: torch.device,
