@@ -88,8 +88,12 @@ def test_stages_resume_from_one_state_file(tmp_path):
     assert fourth["stages"]["pairs"]["real_pairs"] > 0
     assert [point["after_width"] for point in fourth["stages"]["tags"]["growth_curve"]] == list(recipe.tag_widths)
     assert [point["after_width"] for point in fourth["stages"]["real"]["growth_curve"]] == [max(recipe.copy_widths)]
-    shipped_log = json.load(open(tmp_path / "four" / "training_log.json"))
-    assert list(shipped_log["stages"]) == ["1", "2", "3", "4"]
-    assert shipped_log["seconds"] == pytest.approx(sum(r["seconds"] for r in (first, second, third, fourth)), abs=0.5)
-    model = tempo.from_pretrained(str(tmp_path / "four"), device="cpu")  # a loadable checkpoint, as shipped
+    fifth = run_stage(5, recipe, state, str(tmp_path / "five"), torch.device("cpu"), 50)
+    assert [point["after_width"] for point in fifth["stages"]["wide"]["growth_curve"]] == list(recipe.wide_widths)
+    assert fifth["stages"]["real"]["growth_curve"][0]["step"] == recipe.real_steps
+    shipped_log = json.load(open(tmp_path / "five" / "training_log.json"))
+    assert list(shipped_log["stages"]) == ["1", "2", "3", "4", "5"]
+    reports = (first, second, third, fourth, fifth)
+    assert shipped_log["seconds"] == pytest.approx(sum(r["seconds"] for r in reports), abs=0.5)
+    model = tempo.from_pretrained(str(tmp_path / "five"), device="cpu")  # a loadable checkpoint, as shipped
     assert model.spec.num_memory_tokens == 32 and model.spec.repetition_guard

@@ -56,16 +56,13 @@ class Recipe:
     wide_steps: tuple[int, ...] = (1000, 2000, 2000, 1000)  # "when" questions two in three, on fresh videos,
     wide_family_weights: tuple[float, ...] = (1.0, 4.0, 1.0)  # then real pairs again (`real_steps`)
     wide_pool_videos: int = 300
-    widest_steps: int = 1500  # v3 stage 6: W = 128 only, on fresh videos again
-    widest_pool_videos: int = 150
 
     def scaled(self, factor: float) -> "Recipe":
         """The same recipe with `factor` times the videos and steps (for quick trial runs)."""
         counts = ("short_videos", "base_videos", "medium_videos", "long_videos", "held_out_videos", "clip_steps",
                   "base_steps", "caption_steps", "align_steps", "joint_steps", "longer_steps", "long_steps",
                   "tuning_videos", "localise_steps", "pool_videos", "pool_held_out", "copy_eval_inputs", "real_steps",
-                  "real_pool_videos", "wide_pool_videos",
-                  "widest_steps", "widest_pool_videos")
+                  "real_pool_videos", "wide_pool_videos")
         scaled = {name: max(2, round(getattr(self, name) * factor)) for name in counts}
         return replace(self, **scaled, copy_steps=tuple(max(2, round(s * factor)) for s in self.copy_steps),
                        tag_steps=tuple(max(2, round(s * factor)) for s in self.tag_steps),

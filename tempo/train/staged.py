@@ -9,7 +9,6 @@ previous stage's state file and writes its own over it (one file, half precision
            never copied a time tag), then on whole long and medium videos, half the time still composed inputs
   stage 5  long phases at W = 16 -> 128 with "when" questions two in three, on videos the decoder has not seen
            (stage 4's copy stopped at W = 16 after short wide phases), then real pairs again
-  stage 6  one longer phase at W = 128 the same way, where stage 5's copy was still rising
 """
 
 from __future__ import annotations
@@ -199,17 +198,18 @@ def stage_real(recipe: Recipe, state_path: str, out_dir: str, device: torch.devi
     return report
 
 
-def wide_phases(stage: int, recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int,
-                widths: tuple[int, ...], steps: tuple[int, ...], pool_videos: int, skip: int) -> dict:
-    """Long composed-input phases at `widths`, "when" questions weighted by `recipe.wide_family_weights`, on
-    `pool_videos` short videos after the first `skip` (so none was pooled before); then real pairs as in stage 4."""
-    model, head, tokenizer, report, rng = resume(stage, recipe, state_path, out_dir, device)
+def stage_wide(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
+    """Stage 4's phases at W = 64 and 128 (800 and 600 steps, a third of them "when") moved neither width's copy;
+    here each wide width gets thousands of steps, two in three "when", on videos no earlier stage pooled; then
+    real pairs as in stage 4."""
+    model, head, tokenizer, report, rng = resume(5, recipe, state_path, out_dir, device)
     model.requires_grad_(False)
     started = time.perf_counter()
     videos = training_videos(recipe)
-    pool, held_out = composed_pools(model, recipe, pool_videos, rng, recipe.wide_family_weights, skip)
+    seen = max(recipe.pool_videos, recipe.real_pool_videos)  # stages 3 and 4 drew their pools from these
+    pool, held_out = composed_pools(model, recipe, recipe.wide_pool_videos, rng, recipe.wide_family_weights, seen)
     real = build_pool(model, videos["long"] + videos["medium"], rng,
-                      first=skip + pool_videos + recipe.pool_held_out, families=(*FAMILIES, "global"))
+                      first=seen + recipe.wide_pool_videos + recipe.pool_held_out, families=(*FAMILIES, "global"))
     report["stages"]["pairs"] = {"seconds": round(time.perf_counter() - started, 1), "real_pairs": len(real),
                                  "composed_questions": len(pool.pool)}
     log.info("real pairs and composed-input pool: %s", report["stages"]["pairs"])
@@ -217,34 +217,18 @@ def wide_phases(stage: int, recipe: Recipe, state_path: str, out_dir: str, devic
     log.info("held-out copy accuracy before: %s", report["copy_accuracy_before"])
     model.train()
     model.decoder.requires_grad_(True)
-    report["stages"]["wide"] = train_composed(model, pool, widths, steps, 4, recipe.copy_lr, recipe.copy_ata_share,
-                                              rng, every, held_out, recipe.copy_eval_inputs)
+    report["stages"]["wide"] = train_composed(model, pool, recipe.wide_widths, recipe.wide_steps, 4, recipe.copy_lr,
+                                              recipe.copy_ata_share, rng, every, held_out, recipe.copy_eval_inputs)
     log.info("growth curve, wide phases: %s", report["stages"]["wide"]["growth_curve"])
-    report["stages"]["real"] = train_composed(model, Mixture(pool, real, recipe.real_share), (max(widths),),
-                                              (recipe.real_steps,), 4, recipe.lr, recipe.copy_ata_share, rng, every,
-                                              held_out, recipe.copy_eval_inputs)
+    report["stages"]["real"] = train_composed(model, Mixture(pool, real, recipe.real_share),
+                                              (max(recipe.wide_widths),), (recipe.real_steps,), 4, recipe.lr,
+                                              recipe.copy_ata_share, rng, every, held_out, recipe.copy_eval_inputs)
     log.info("growth curve after real pairs: %s", report["stages"]["real"]["growth_curve"])
-    finish(model, head, tokenizer, stage, state_path, out_dir)
+    finish(model, head, tokenizer, 5, state_path, out_dir)
     return report
 
 
-def stage_wide(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
-    """Stage 4's phases at W = 64 and 128 (800 and 600 steps, a third of them "when") moved neither width's copy;
-    here each wide width gets thousands of steps, two in three "when"."""
-    seen = max(recipe.pool_videos, recipe.real_pool_videos)  # stages 3 and 4 drew their pools from these
-    return wide_phases(5, recipe, state_path, out_dir, device, every, recipe.wide_widths, recipe.wide_steps,
-                       recipe.wide_pool_videos, seen)
-
-
-def stage_widest(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
-    """Stage 5 moved the copy at W = 64 (22% -> 56%) and W = 128 (9% -> 18%) and was still rising at 128: one
-    longer phase there, on fresh videos again."""
-    seen = max(recipe.pool_videos, recipe.real_pool_videos) + recipe.wide_pool_videos
-    return wide_phases(6, recipe, state_path, out_dir, device, every, (max(recipe.wide_widths),),
-                       (recipe.widest_steps,), recipe.widest_pool_videos, seen)
-
-
-STAGES = {1: stage_localise, 2: stage_decoder, 3: stage_compose, 4: stage_real, 5: stage_wide, 6: stage_widest}
+STAGES = {1: stage_localise, 2: stage_decoder, 3: stage_compose, 4: stage_real, 5: stage_wide}
 
 
 def run_stage(stage: int, recipe: Recipe, state_path: str, out_dir: str | None, device: torch.device,
