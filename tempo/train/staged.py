@@ -168,16 +168,18 @@ def stage_compose(recipe: Recipe, state_path: str, out_dir: str, device: torch.d
     return report
 
 
-def stage_real(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
-    """Stage 3's decoder never copied a time tag; trained again from W = 1, doubling, with "when" questions twice
-    as often, it does. Then real pairs, half the time, at the widest W."""
-    model, head, tokenizer, report, rng = resume(4, recipe, state_path, out_dir, device)
+def composed_then_real(stage: int, recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int,
+                       phase: str, widths: tuple[int, ...], steps: tuple[int, ...], weights: tuple[float, ...],
+                       pool_videos: int, skip: int = 0) -> dict:
+    """The decoder on composed inputs of `widths` for `steps` (families drawn by `weights`, from `pool_videos`
+    short videos after the first `skip`), then on real pairs of long and medium videos half of the time."""
+    model, head, tokenizer, report, rng = resume(stage, recipe, state_path, out_dir, device)
     model.requires_grad_(False)
     started = time.perf_counter()
     videos = training_videos(recipe)
-    pool, held_out = composed_pools(model, recipe, recipe.real_pool_videos, rng, recipe.tag_family_weights)
+    pool, held_out = composed_pools(model, recipe, pool_videos, rng, weights, skip)
     real = build_pool(model, videos["long"] + videos["medium"], rng,
-                      first=recipe.real_pool_videos + recipe.pool_held_out, families=(*FAMILIES, "global"))
+                      first=skip + pool_videos + recipe.pool_held_out, families=(*FAMILIES, "global"))
     report["stages"]["pairs"] = {"seconds": round(time.perf_counter() - started, 1), "real_pairs": len(real),
                                  "real_segments": sum(len(item.labels) for item in real),
                                  "composed_questions": len(pool.pool)}
@@ -186,46 +188,31 @@ def stage_real(recipe: Recipe, state_path: str, out_dir: str, device: torch.devi
     log.info("held-out copy accuracy before: %s", report["copy_accuracy_before"])
     model.train()
     model.decoder.requires_grad_(True)
-    report["stages"]["tags"] = train_composed(model, pool, recipe.tag_widths, recipe.tag_steps, 4, recipe.copy_lr,
-                                              recipe.copy_ata_share, rng, every, held_out, recipe.copy_eval_inputs)
-    log.info("growth curve with tags: %s", report["stages"]["tags"]["growth_curve"])
-    widest = max(recipe.copy_widths)
-    report["stages"]["real"] = train_composed(model, Mixture(pool, real, recipe.real_share), (widest,),
+    report["stages"][phase] = train_composed(model, pool, widths, steps, 4, recipe.copy_lr, recipe.copy_ata_share,
+                                             rng, every, held_out, recipe.copy_eval_inputs)
+    log.info("growth curve, %s phases: %s", phase, report["stages"][phase]["growth_curve"])
+    report["stages"]["real"] = train_composed(model, Mixture(pool, real, recipe.real_share), (max(widths),),
                                               (recipe.real_steps,), 4, recipe.lr, recipe.copy_ata_share, rng, every,
                                               held_out, recipe.copy_eval_inputs)
     log.info("growth curve after real pairs: %s", report["stages"]["real"]["growth_curve"])
-    finish(model, head, tokenizer, 4, state_path, out_dir)
+    finish(model, head, tokenizer, stage, state_path, out_dir)
     return report
+
+
+def stage_real(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
+    """Stage 3's decoder never copied a time tag; trained again from W = 1, doubling, with "when" questions twice
+    as often, it does. Then real pairs, half the time, at the widest W."""
+    return composed_then_real(4, recipe, state_path, out_dir, device, every, "tags", recipe.tag_widths,
+                              recipe.tag_steps, recipe.tag_family_weights, recipe.real_pool_videos)
 
 
 def stage_wide(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
     """Stage 4's phases at W = 64 and 128 (800 and 600 steps, a third of them "when") moved neither width's copy;
     here each wide width gets thousands of steps, two in three "when", on videos no earlier stage pooled; then
     real pairs as in stage 4."""
-    model, head, tokenizer, report, rng = resume(5, recipe, state_path, out_dir, device)
-    model.requires_grad_(False)
-    started = time.perf_counter()
-    videos = training_videos(recipe)
     seen = max(recipe.pool_videos, recipe.real_pool_videos)  # stages 3 and 4 drew their pools from these
-    pool, held_out = composed_pools(model, recipe, recipe.wide_pool_videos, rng, recipe.wide_family_weights, seen)
-    real = build_pool(model, videos["long"] + videos["medium"], rng,
-                      first=seen + recipe.wide_pool_videos + recipe.pool_held_out, families=(*FAMILIES, "global"))
-    report["stages"]["pairs"] = {"seconds": round(time.perf_counter() - started, 1), "real_pairs": len(real),
-                                 "composed_questions": len(pool.pool)}
-    log.info("real pairs and composed-input pool: %s", report["stages"]["pairs"])
-    report["copy_accuracy_before"] = copy_accuracy(model, held_out, recipe.copy_eval_inputs)
-    log.info("held-out copy accuracy before: %s", report["copy_accuracy_before"])
-    model.train()
-    model.decoder.requires_grad_(True)
-    report["stages"]["wide"] = train_composed(model, pool, recipe.wide_widths, recipe.wide_steps, 4, recipe.copy_lr,
-                                              recipe.copy_ata_share, rng, every, held_out, recipe.copy_eval_inputs)
-    log.info("growth curve, wide phases: %s", report["stages"]["wide"]["growth_curve"])
-    report["stages"]["real"] = train_composed(model, Mixture(pool, real, recipe.real_share),
-                                              (max(recipe.wide_widths),), (recipe.real_steps,), 4, recipe.lr,
-                                              recipe.copy_ata_share, rng, every, held_out, recipe.copy_eval_inputs)
-    log.info("growth curve after real pairs: %s", report["stages"]["real"]["growth_curve"])
-    finish(model, head, tokenizer, 5, state_path, out_dir)
-    return report
+    return composed_then_real(5, recipe, state_path, out_dir, device, every, "wide", recipe.wide_widths,
+                              recipe.wide_steps, recipe.wide_family_weights, recipe.wide_pool_videos, seen)
 
 
 STAGES = {1: stage_localise, 2: stage_decoder, 3: stage_compose, 4: stage_real, 5: stage_wide}
