@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 import re
 from typing import Callable, Iterator, Sequence
 
@@ -13,6 +14,9 @@ from transformers.cache_utils import DynamicCache
 
 from ..config import GenerationConfig
 from ..errors import ModelError
+from .static_decoding import StaticDecoding
+
+log = logging.getLogger(__name__)
 
 
 def build_projector(projector_type: str, memory_width: int, hidden_size: int) -> nn.Module:
@@ -70,6 +74,8 @@ class GlobalDecoder(nn.Module):
         # newest on Python 3.10, only knows the old name.
         self.cache_argument = "cache" if "cache" in inspect.signature(self.lm.forward).parameters else \
             "past_key_values"
+        # On a GPU, each generated token replays one CUDA graph (`static_decoding`); off, the eager forward.
+        self.cuda_graphs = "sliding_attention" not in (getattr(config, "layer_types", None) or ())
 
     def embed(self, ids: list[int]) -> torch.Tensor:
         weight = self.lm.get_input_embeddings().weight
@@ -99,6 +105,19 @@ class GlobalDecoder(nn.Module):
         output = self.lm(inputs_embeds=embeds[None], use_cache=True, logits_to_keep=1, **{self.cache_argument: cache})
         return output.logits[0, -1], cache  # [V], cache
 
+    def graphed_steps(self, cache: DynamicCache, room: int) -> StaticDecoding | None:
+        """The prefill's cache moved into a static one whose steps replay as a CUDA graph; None (eager steps from
+        here on) where that is switched off or capturing fails, which is logged once."""
+        if not self.cuda_graphs or room < 2:
+            return None
+        try:
+            return StaticDecoding(self.lm, [layer.keys for layer in cache.layers],
+                                  [layer.values for layer in cache.layers], room, graph=True)
+        except RuntimeError as exc:  # a driver or torch that cannot capture: answers stay right, only slower
+            log.warning("decoding without CUDA graphs (capturing the decoder's step failed: %s)", exc)
+            self.cuda_graphs = False
+            return None
+
     @torch.inference_mode()
     def generate(self, embeds: torch.Tensor, generation: GenerationConfig, stop_ids: set[int],
                  top_k: int = 0, wordy: Callable[[int], bool] | None = None) -> Iterator[int]:
@@ -107,6 +126,9 @@ class GlobalDecoder(nn.Module):
         generator = torch.Generator().manual_seed(generation.seed) if generation.temperature > 0 else None
         logits, cache = self.prefill(embeds)  # [V]
         device = embeds.device
+        steps = self.graphed_steps(cache, generation.max_new_tokens) if device.type == "cuda" else None
+        if steps is not None:
+            del cache
         history: list[int] = []
         for step in range(generation.max_new_tokens):
             banned = looping_tokens(history, wordy) if wordy is not None else set()
@@ -117,6 +139,9 @@ class GlobalDecoder(nn.Module):
             yield token
             if token in stop_ids or step == generation.max_new_tokens - 1:
                 return
+            if steps is not None:
+                logits = steps.step(token)
+                continue
             output = self.lm(input_ids=torch.tensor([[token]], device=device), use_cache=True,
                              **{self.cache_argument: cache})
             logits = output.logits[0, -1]

@@ -138,7 +138,9 @@ def patchify(frames: torch.Tensor, geometry: PatchGeometry) -> tuple[torch.Tenso
 def normalize(rows: torch.Tensor, geometry: PatchGeometry) -> torch.Tensor:
     """Step 4 values: fused rescale + normalise of uint8 rows, exactly as the Qwen3-VL processor computes it."""
     channels = len(geometry.image_mean)
-    mean = torch.tensor([m / geometry.rescale_factor for m in geometry.image_mean], dtype=torch.float32)
-    std = torch.tensor([s / geometry.rescale_factor for s in geometry.image_std], dtype=torch.float32)
+    mean = torch.tensor([m / geometry.rescale_factor for m in geometry.image_mean], dtype=torch.float32,
+                        device=rows.device)
+    std = torch.tensor([s / geometry.rescale_factor for s in geometry.image_std], dtype=torch.float32,
+                       device=rows.device)
     values = rows.reshape(rows.shape[0], channels, -1).float()
     return ((values - mean[None, :, None]) / std[None, :, None]).reshape(rows.shape)
