@@ -13,6 +13,8 @@ from torch import nn
 from transformers import Qwen3VLConfig
 from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel
 
+from .vision_attention import stack_chunks
+
 
 @dataclass
 class VisionFeatures:
@@ -61,6 +63,7 @@ class LocalCompressor(nn.Module):
     def __init__(self, config: Qwen3VLConfig, num_memory_tokens: int):
         super().__init__()
         self.vlm = Qwen3VLModel(config)
+        self.vision_chunks = stack_chunks(self.vlm.visual)  # a micro-batch's frame pairs attended in one call
         self.compression_tokens = nn.Parameter(torch.empty(1, num_memory_tokens, config.text_config.hidden_size))
         self.video_token_id = config.video_token_id
         self.merge_size = config.vision_config.spatial_merge_size

@@ -10,7 +10,6 @@ as the eager forward, with the KV cache written in place and attention masked to
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from transformers import Qwen3ForCausalLM
 
 
@@ -49,7 +48,8 @@ class StaticDecoding:
         hidden = model.embed_tokens(self.token)  # [1, 1, d]
         cos, sin = model.rotary_emb(hidden, self.position)  # [1, 1, head_dim] each
         cos, sin = cos[:, None], sin[:, None]  # [1, 1, 1, head_dim]: broadcast over heads
-        visible = (self.slots <= self.position[0])[None, None, None]  # [1, 1, 1, C]
+        # 0 where a slot is filled, -inf after: added to the scores as the eager forward adds its mask
+        hidden_slots = torch.where(self.slots <= self.position[0], 0.0, float("-inf"))  # [C] float32
         slot = self.position[0]  # [1]
         groups = config.num_attention_heads // config.num_key_value_heads
         for layer, block in enumerate(model.layers):
@@ -62,9 +62,11 @@ class StaticDecoding:
             self.keys[layer].index_copy_(2, slot, k)
             self.values[layer].index_copy_(2, slot, v)
             # Query head h reads KV head h // groups: the heads sharing a KV head become that head's query rows.
+            # Plain products, not a fused kernel: with 4 query rows a fused kernel leaves most of the GPU idle.
             q = q.reshape(1, -1, groups, attention.head_dim)  # [1, KV, G, hd]
-            out = F.scaled_dot_product_attention(q, self.keys[layer], self.values[layer], attn_mask=visible,
-                                                 scale=attention.scaling)  # [1, KV, G, hd]
+            scores = torch.matmul(q, self.keys[layer].transpose(2, 3)) * attention.scaling  # [1, KV, G, C]
+            weights = torch.softmax(scores.float() + hidden_slots, dim=-1).to(q.dtype)  # [1, KV, G, C]
+            out = torch.matmul(weights, self.values[layer])  # [1, KV, G, hd]
             hidden = hidden + attention.o_proj(out.reshape(1, 1, -1))  # [1, 1, d]
             hidden = hidden + block.mlp(block.post_attention_layernorm(hidden))
         return self.lm.lm_head(model.norm(hidden))[0, -1]  # [V]
