@@ -75,3 +75,19 @@ def test_generation_is_unchanged_where_no_gpu_is(fixture_model):
         assert list(decoder.generate(embeds, greedy, set())) == first
     finally:
         decoder.cuda_graphs = True
+
+
+def test_both_ways_of_attending_agree(fixture_model):
+    """The fused kernel and the split products compute the same attention (the GPU check times both)."""
+    decoder = fixture_model.decoder
+    embeds = decoder_embeds(fixture_model, 700)
+    tokens = torch.randint(0, 3000, (12,), generator=torch.Generator().manual_seed(3)).tolist()
+    logits = {}
+    with torch.inference_mode():
+        for attention in ("fused", "split"):
+            _, cache = decoder.prefill(embeds)
+            steps = StaticDecoding(decoder.lm, [layer.keys for layer in cache.layers],
+                                   [layer.values for layer in cache.layers], len(tokens), graph=False,
+                                   attention=attention)
+            logits[attention] = torch.stack([steps.step(token) for token in tokens])
+    assert (logits["fused"] - logits["split"]).abs().max() < 1e-5

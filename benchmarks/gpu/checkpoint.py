@@ -129,8 +129,8 @@ def write_shards(tensors: dict[str, torch.Tensor], directory: Path) -> list[str]
         save_file({k: tensors[k].detach().to("cpu").contiguous() for k in keys}, str(directory / name),
                   metadata={"format": "pt"})
     total = sum(t.numel() * t.element_size() for t in tensors.values())
-    _write_json(directory / "model.safetensors.index.json",
-                {"metadata": {"total_size": total}, "weight_map": {k: n for n, keys in zip(names, groups) for k in keys}})
+    weight_map = {key: name for name, keys in zip(names, groups) for key in keys}
+    _write_json(directory / "model.safetensors.index.json", {"metadata": {"total_size": total}, "weight_map": weight_map})
     return names
 
 

@@ -267,24 +267,40 @@ def decoding(model: TempoModel, video: runs.Video, first: runs.Request, sizes: S
     decoder.cuda_graphs = True
     figures["same_tokens"] = figures["eager"]["token_ids"] == figures["graphs"]["token_ids"]
     figures["per_token_speedup"] = round(figures["eager"]["per_token_s"] / figures["graphs"]["per_token_s"], 2)
-    figures.update(graph_agreement(model, known, video, figures["eager"]["token_ids"]))
+    embeds = hour_decoder_inputs(model, known, video)
+    figures.update(graph_agreement(model, embeds, figures["eager"]["token_ids"]))
+    figures["step_attention"] = step_attention(model, embeds, 4 * sizes.answer_tokens)
+    with contextlib.suppress(Exception):  # a profiler that cannot see the device costs only this figure
+        figures["step_profile"] = step_profile(model, embeds)
     return figures
 
 
-@torch.inference_mode()
-def graph_agreement(model: TempoModel, known, video: runs.Video, tokens: list[int]) -> dict:
-    """Largest relative difference (in norm) between the eager and the graphed logits over the answer's steps."""
-    decoder = model.decoder
-    budget = model.spec.visual_token_budget
+def hour_decoder_inputs(model: TempoModel, known, video: runs.Video) -> torch.Tensor:
+    """The decoder's input embeddings [S, d] for the hour's compression under the default allocation."""
     from tempo.allocation import allocate
 
-    allocation = allocate(known.relevance, budget, 4, model.spec.num_memory_tokens, "ata")
+    allocation = allocate(known.relevance, model.spec.visual_token_budget, 4, model.spec.num_memory_tokens, "ata")
     embeds, _ = model.decoder_inputs(known.memories, allocation, "head", runs.QUESTION, video.plan.tag_times(),
                                      model.spec.context_length)
+    return embeds
+
+
+def static_steps(model: TempoModel, embeds: torch.Tensor, room: int, graph: bool,
+                 attention: str = "fused") -> tuple[StaticDecoding, object]:
+    """A static decoding after the prefill of `embeds`, and a second (dynamic) cache of that prefill."""
+    decoder = model.decoder
     _, cache = decoder.prefill(embeds)
     _, fresh = decoder.prefill(embeds)
     steps = StaticDecoding(decoder.lm, [layer.keys for layer in fresh.layers], [layer.values for layer in fresh.layers],
-                           len(tokens), graph=model.device.type == "cuda")
+                           room, graph=graph, attention=attention)
+    return steps, cache
+
+
+@torch.inference_mode()
+def graph_agreement(model: TempoModel, embeds: torch.Tensor, tokens: list[int]) -> dict:
+    """Largest relative difference (in norm) between the eager and the graphed logits over the answer's steps."""
+    decoder = model.decoder
+    steps, cache = static_steps(model, embeds, len(tokens), graph=model.device.type == "cuda")
     worst, same = 0.0, 0
     for token in tokens[:-1]:
         eager = decoder.lm(input_ids=torch.tensor([[token]], device=model.device), use_cache=True,
@@ -294,6 +310,50 @@ def graph_agreement(model: TempoModel, known, video: runs.Video, tokens: list[in
         same += int(eager.argmax() == graphed.argmax())
     return {"logits_max_relative": worst, "argmax_agree": f"{same}/{len(tokens) - 1}",
             "within_tolerance": worst <= BF16_RTOL if model.dtype != torch.float32 else worst <= 1e-5}
+
+
+@torch.inference_mode()
+def step_attention(model: TempoModel, embeds: torch.Tensor, steps_timed: int) -> dict:
+    """One graphed step per way of attending over the hour's cache: milliseconds per step, and the split products'
+    logits against the fused kernel's."""
+    figures, logits = {}, {}
+    graph = model.device.type == "cuda"
+    for attention in ("fused", "split"):
+        steps, _ = static_steps(model, embeds, steps_timed + 8, graph, attention)
+        logits[attention] = torch.stack([steps.step(11 + i) for i in range(8)]).float()  # also warms it up
+        runs.synchronize(model.device)
+        started = time.perf_counter()
+        for i in range(steps_timed):
+            steps.step(19 + i)
+        runs.synchronize(model.device)
+        figures[f"{attention}_ms"] = round(1000 * (time.perf_counter() - started) / steps_timed, 3)
+    difference = (logits["fused"] - logits["split"]).norm(dim=-1) / logits["fused"].norm(dim=-1)
+    figures["split_vs_fused_relative"] = difference.max().item()
+    return figures
+
+
+@torch.inference_mode()
+def step_profile(model: TempoModel, embeds: torch.Tensor) -> dict:
+    """Where one eager decoding step spends device time, kernel by kernel (inside a graph the kernels are the
+    same; only the launching between them goes)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    steps, _ = static_steps(model, embeds, 4, graph=False)
+    steps.step(5)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if model.device.type == "cuda" else [])
+    with profile(activities=activities) as profiler:
+        steps.step(6)
+        runs.synchronize(model.device)
+    events = profiler.key_averages()
+
+    def device_us(event) -> float:
+        return getattr(event, "device_time_total", getattr(event, "cuda_time_total", 0.0))
+
+    kernels = sorted((e for e in events if device_us(e) > 0 and e.key.startswith(("void", "ampere", "sm", "nvjet",
+                                                                                   "cutlass", "Memcpy", "Memset"))
+                      or (device_us(e) > 0 and "kernel" in e.key.lower())), key=device_us, reverse=True)
+    return {"kernel_us": round(sum(device_us(e) for e in kernels), 1), "kernels": sum(e.count for e in kernels),
+            "top": [{"name": e.key[:90], "calls": e.count, "us": round(device_us(e), 1)} for e in kernels[:12]]}
 
 
 def pixels_on_device(model: TempoModel, video: runs.Video) -> dict:

@@ -10,7 +10,10 @@ as the eager forward, with the KV cache written in place and attention masked to
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from transformers import Qwen3ForCausalLM
+
+SPLIT = 256  # cache slots per piece of the "split" attention
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -22,12 +25,15 @@ class StaticDecoding:
     """Decoding after a prefill: `step(token)` returns the next logits [V] and appends `token` to the cache."""
 
     def __init__(self, lm: Qwen3ForCausalLM, keys: list[torch.Tensor], values: list[torch.Tensor], room: int,
-                 graph: bool):
+                 graph: bool, attention: str = "fused"):
         """`keys`/`values`: the prefill's cache, one [1, kv_heads, length, head_dim] per layer; `room`: how many
-        more tokens it must hold; `graph`: capture the step as a CUDA graph (on a GPU)."""
-        self.lm = lm
+        more tokens it must hold; `graph`: capture the step as a CUDA graph (on a GPU); `attention`: "fused"
+        (PyTorch's masked attention kernel) or "split" (products over `SPLIT`-slot pieces of the cache, summed)."""
+        if attention not in ("fused", "split"):
+            raise ValueError(f"attention must be 'fused' or 'split', not {attention!r}")
+        self.lm, self.attention = lm, attention
         length = keys[0].shape[2]
-        capacity = length + room
+        capacity = -(-(length + room) // SPLIT) * SPLIT  # whole pieces for "split"; the slots past the end stay masked
         shape = (1, keys[0].shape[1], capacity, keys[0].shape[3])
         self.keys = [torch.zeros(shape, dtype=k.dtype, device=k.device) for k in keys]  # [1, kv, C, d] per layer
         self.values = [torch.zeros(shape, dtype=v.dtype, device=v.device) for v in values]
@@ -48,28 +54,39 @@ class StaticDecoding:
         hidden = model.embed_tokens(self.token)  # [1, 1, d]
         cos, sin = model.rotary_emb(hidden, self.position)  # [1, 1, head_dim] each
         cos, sin = cos[:, None], sin[:, None]  # [1, 1, 1, head_dim]: broadcast over heads
-        # 0 where a slot is filled, -inf after: added to the scores as the eager forward adds its mask
-        hidden_slots = torch.where(self.slots <= self.position[0], 0.0, float("-inf"))  # [C] float32
+        visible = self.slots <= self.position[0]  # [C]
         slot = self.position[0]  # [1]
         groups = config.num_attention_heads // config.num_key_value_heads
         for layer, block in enumerate(model.layers):
             attention = block.self_attn
             x = block.input_layernorm(hidden)  # [1, 1, d]
-            q = attention.q_norm(attention.q_proj(x).view(1, 1, -1, attention.head_dim)).transpose(1, 2)  # [1, H, 1, hd]
-            k = attention.k_norm(attention.k_proj(x).view(1, 1, -1, attention.head_dim)).transpose(1, 2)  # [1, KV, 1, hd]
-            v = attention.v_proj(x).view(1, 1, -1, attention.head_dim).transpose(1, 2)  # [1, KV, 1, hd]
+            heads = (1, 1, -1, attention.head_dim)
+            q = attention.q_norm(attention.q_proj(x).view(heads)).transpose(1, 2)  # [1, H, 1, hd]
+            k = attention.k_norm(attention.k_proj(x).view(heads)).transpose(1, 2)  # [1, KV, 1, hd]
+            v = attention.v_proj(x).view(heads).transpose(1, 2)  # [1, KV, 1, hd]
             q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
             self.keys[layer].index_copy_(2, slot, k)
             self.values[layer].index_copy_(2, slot, v)
             # Query head h reads KV head h // groups: the heads sharing a KV head become that head's query rows.
-            # Plain products, not a fused kernel: with 4 query rows a fused kernel leaves most of the GPU idle.
             q = q.reshape(1, -1, groups, attention.head_dim)  # [1, KV, G, hd]
-            scores = torch.matmul(q, self.keys[layer].transpose(2, 3)) * attention.scaling  # [1, KV, G, C]
-            weights = torch.softmax(scores.float() + hidden_slots, dim=-1).to(q.dtype)  # [1, KV, G, C]
-            out = torch.matmul(weights, self.values[layer])  # [1, KV, G, hd]
+            out = self._attend(q, self.keys[layer], self.values[layer], visible, attention.scaling)  # [1, KV, G, hd]
             hidden = hidden + attention.o_proj(out.reshape(1, 1, -1))  # [1, 1, d]
             hidden = hidden + block.mlp(block.post_attention_layernorm(hidden))
         return self.lm.lm_head(model.norm(hidden))[0, -1]  # [V]
+
+    def _attend(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, visible: torch.Tensor,
+                scale: float) -> torch.Tensor:
+        """Attention of the query rows q [1, KV, G, hd] over the cache's visible slots."""
+        if self.attention == "fused":
+            return F.scaled_dot_product_attention(q, keys, values, attn_mask=visible[None, None, None], scale=scale)
+        # A few query rows against thousands of slots: one product over the whole cache leaves most of a GPU idle,
+        # so the weighted sum runs as one batched product per SPLIT-slot piece, then the pieces are added up.
+        scores = torch.matmul(q, keys.transpose(2, 3)) * scale  # [1, KV, G, C]
+        weights = torch.softmax(scores.float().masked_fill(~visible, float("-inf")), dim=-1).to(q.dtype)
+        kv, g, c = weights.shape[1], weights.shape[2], weights.shape[3]
+        pieces = weights.view(kv, g, c // SPLIT, SPLIT).transpose(1, 2)  # [KV, P, G, SPLIT]
+        partial = torch.matmul(pieces, values.view(kv, c // SPLIT, SPLIT, -1))  # [KV, P, G, hd]
+        return partial.sum(dim=1, dtype=torch.float32).to(q.dtype)[None]  # [1, KV, G, hd]
 
     def _capture(self) -> torch.cuda.CUDAGraph:
         """Warm the step up on a side stream (as capturing requires), then record it; neither moves the position,
