@@ -172,12 +172,19 @@ def isolated() -> list[str]:
     return ["unshare", "-rn"]
 
 
+def child_env(home: Path, offline: bool) -> dict[str, str]:
+    """This environment with the hub cache under `home`, and HF_HUB_OFFLINE=1 or unset (as on a Space)."""
+    # Settings that would point the child at another cache or model, or take it offline behind our back.
+    dropped = ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TEMPO_MODEL",
+               "TEMPO_BASE")
+    env = {name: value for name, value in os.environ.items() if name not in dropped}
+    env |= {"HF_HOME": str(home), "TEMPO_CACHE": str(home / "tempo-cache")}
+    return env | {"HF_HUB_OFFLINE": "1"} if offline else env
+
+
 def cold_start(home: Path, offline: bool, model: str | None = None) -> dict:
     """Load `model` (default: the Space's) in a fresh process from the cache under `home`, no network reachable."""
-    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE",
-                                                            "TRANSFORMERS_OFFLINE", "TEMPO_MODEL", "TEMPO_BASE")}
-    env |= {"HF_HOME": str(home), "TEMPO_CACHE": str(home / "tempo-cache")} | ({"HF_HUB_OFFLINE": "1"} if offline
-                                                                              else {})
+    env = child_env(home, offline)
     before = set(home.rglob("*"))
     marked = mark_unread(home)
     namespace = isolated()
@@ -281,7 +288,8 @@ def main() -> None:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return child(args.child)
+        child(args.child)
+        return
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     results = {}
     for name, (offline, weights) in RUNS.items():

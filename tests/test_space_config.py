@@ -54,7 +54,8 @@ def problems(readme: str) -> list[str]:
         if repo not in preloaded:
             found.append(f"{repo} is not in preload_from_hub")
             continue
-        found += [f"{repo}: {pattern} is not preloaded" for pattern in patterns if not covered(preloaded[repo], pattern)]
+        found += [f"{repo}: {pattern} is not preloaded" for pattern in patterns
+                  if not covered(preloaded[repo], pattern)]
     return found
 
 
