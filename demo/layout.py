@@ -235,4 +235,4 @@ def build_demo(model: TempoModel, limits: Limits | None = None) -> gr.Blocks:
         shown["conversation"] = gr.State(None, time_to_live=3600)  # a session's turns, kept an hour after its last use
         wire(server, inputs, {name: shown[name] for name in ANALYZE_OUTPUTS}, pickers, tabs)
         api_endpoints(server, inputs, tabs)
-    return demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=1)
+    return demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=server.device.concurrency)

@@ -30,7 +30,6 @@ import torch
 from PIL import Image
 
 from .cache import EncodedSegment, VideoCache
-from .model.compressor import LocalCompressor
 from .config import GenerationConfig, RunConfig, SamplingConfig
 from .events import AllocationDone, Finished, SegmentCompressed
 from .model import TempoModel, from_pretrained
@@ -238,55 +237,6 @@ def bench_video(model: TempoModel, path: str, memory: PeakMemory) -> dict:
     return figures
 
 
-# ------------------------------------------------------------------------------------------------ Tempo-6B sizes
-
-QWEN3_VL_2B = {  # the sizes of Qwen3-VL-2B-Instruct, Tempo-6B's compressor (weights random here)
-    "text_config": {"hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 28,
-                    "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
-                    "max_position_embeddings": 262144, "rope_theta": 5000000.0,
-                    "rope_scaling": {"rope_type": "default", "mrope_section": [24, 20, 20], "mrope_interleaved": True}},
-    "vision_config": {"depth": 24, "hidden_size": 1024, "intermediate_size": 4096, "num_heads": 16,
-                      "out_hidden_size": 2048, "patch_size": 16, "temporal_patch_size": 2, "spatial_merge_size": 2,
-                      "num_position_embeddings": 2304, "deepstack_visual_indexes": [5, 11, 17]},
-    "image_token_id": 151655, "video_token_id": 151656, "vision_start_token_id": 151652,
-    "vision_end_token_id": 151653,
-}
-
-
-def bench_compressor_at_scale(device: torch.device, segments: int = 64, micro_batches=(1, 4, 8)) -> dict:
-    """Compressor throughput and peak GPU memory at Tempo-6B's sizes (random bf16 weights, 128 memory tokens):
-    micro-batches as we stream them, against all segments in a single batch as released."""
-    from transformers import Qwen3VLConfig
-    from transformers.initialization import no_init_weights
-
-    config = Qwen3VLConfig(**QWEN3_VL_2B)
-    config._attn_implementation = "sdpa"
-    with no_init_weights(), torch.device(device):
-        compressor = LocalCompressor(config, 128).to(torch.bfloat16)
-    for p in compressor.parameters():
-        torch.nn.init.normal_(p, std=0.02)
-    grid = (4, 18, 32)  # an 8-frame segment of 16:9 video after the released resizes (512x288)
-    per_group = grid[1] * grid[2] // 4
-    pixel_rows = torch.randn(grid[0] * grid[1] * grid[2], 1536, device=device)
-    ids = [151644] * 90 + ([151652] + [151656] * per_group + [151653]) * grid[0] + [151645] * 20
-    memory = PeakMemory(device)
-    results = {}
-    for batch in (*micro_batches, segments):
-        def go():
-            for start in range(0, segments, batch):
-                n = min(batch, segments - start)
-                with torch.inference_mode():
-                    vision = compressor.encode_vision(pixel_rows.repeat(n, 1), [grid] * n)
-                    compressor([ids] * n, vision)
-            torch.cuda.synchronize(device)
-        go()  # warm-up
-        with memory.measure(), stopwatch() as clock:
-            go()
-        name = "single batch (released)" if batch == segments else f"micro-batch {batch}"
-        results[name] = {"segments_per_s": segments / clock["s"], "peak_gpu_mb": memory.peak / 2**20}
-    return results
-
-
 # ------------------------------------------------------------------------------------------------ report
 
 def ratios(figures: dict) -> dict:
@@ -364,11 +314,6 @@ def main(argv: list[str] | None = None) -> int:
     headline = report["videos"][next(iter(videos))]
     report["ratios"] = headline["ratios"]
     report["first_segment_s"] = headline["ours"]["first"]["first_segment_s"]
-    if model.device.type == "cuda":
-        report["tempo_6b_compressor"] = bench_compressor_at_scale(model.device)
-        for name, figures in report["tempo_6b_compressor"].items():
-            print(f"Tempo-6B-sized compressor, {name}: {figures['segments_per_s']:.1f} segments/s, "
-                  f"peak {figures['peak_gpu_mb']:.0f} MB")
     if args.json_out:
         with open(args.json_out, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=2, default=str)

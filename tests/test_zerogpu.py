@@ -176,6 +176,7 @@ def test_off_zerogpu_the_model_runs_in_this_process(fixture_model, monkeypatch):
     on = device.on_device(fixture_model)
     assert isinstance(on.accelerate, functools.partial) and on.accelerate.func is device.on_accelerator
     assert not on.remote  # the decoding stream goes to the model as it is read
+    assert on.concurrency == 1  # one model on one device: one request at a time
 
 
 def test_on_zerogpu_one_function_asks_for_the_gpu_time_its_job_needs(fixture_model, monkeypatch):
@@ -189,7 +190,8 @@ def test_on_zerogpu_one_function_asks_for_the_gpu_time_its_job_needs(fixture_mod
 
     monkeypatch.setattr(device.spaces, "GPU", gpu)
     monkeypatch.setattr(device.SpacesConfig, "zero_gpu", True)
-    assert device.on_device(fixture_model).remote
+    on_zerogpu = device.on_device(fixture_model)
+    assert on_zerogpu.remote and on_zerogpu.concurrency == device.ZEROGPU_CONCURRENCY > 1  # a GPU slice per call
     assert decorated == [(device.on_accelerator, device.gpu_seconds)]  # one entry for every kind of request
 
     def job(segments: int, answers: int, cached: bool, max_new_tokens: int = 512) -> Job:
