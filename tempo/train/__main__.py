@@ -1,5 +1,5 @@
-"""`python -m tempo.train`: train Tempo-Tiny, v3 one resumable stage at a time (`--stage N`, as shipped) or v2's
-recipe in one run (seeded; about 90 minutes on a 2-core CPU)."""
+"""`python -m tempo.train`: train Tempo-Tiny, v3 and v4 one resumable stage at a time (`--stage N`, as shipped) or
+v2's recipe in one run (seeded; about 90 minutes on a 2-core CPU)."""
 
 import argparse
 import logging
@@ -21,9 +21,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply videos and steps (e.g. 0.05 for a trial)")
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda, ...")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: all cores)")
-    parser.add_argument("--stage", type=int, help="run one stage of the v3 recipe, resuming from --state")
+    parser.add_argument("--stage", type=int, help="run one stage (v3: 1-5, v4: 6-8), resuming from --state")
     parser.add_argument("--state", default="experiments/tiny-v3/stage.safetensors",
                         help="with --stage: the state file read and replaced (default experiments/tiny-v3/...)")
+    parser.add_argument("--from", dest="source", metavar="STATE",
+                        help="with --stage: start from this state file (and the logs beside it) instead of --state, "
+                             "e.g. v4's first stage from experiments/tiny-v3/stage.safetensors")
     parser.add_argument("--log-every", type=int, default=50, help="steps between progress lines")
     args = parser.parse_args(argv)
     if args.scale <= 0:
@@ -35,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     recipe = recipe.scaled(args.scale) if args.scale != 1.0 else recipe
     if args.stage is not None:
         try:
-            run_stage(args.stage, recipe, args.state, args.out, torch.device(args.device), args.log_every)
+            run_stage(args.stage, recipe, args.state, args.out, torch.device(args.device), args.log_every,
+                      args.source)
         except ValueError as exc:
             parser.error(str(exc))
         return 0

@@ -14,6 +14,7 @@ then mixes in real pairs on long videos: global questions, and inputs that are n
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -118,15 +119,22 @@ class Composer:
                 quiet.append((p, i))
         parts = [(self.pool[p], i) for p, i in quiet[:before]] + [(item, i) for i in own] + \
                 [(self.pool[p], i) for p, i in quiet[before:]]
-        memories = torch.stack([source.memories[i] for source, i in parts])  # [W, k_max, d_s]
-        relevance = [source.relevance[i] for source, i in parts]
-        step = float(rng.uniform(2.0, 28.0))  # seconds per segment: 2 fps up to hour-long videos
-        first = step * int(rng.integers(0, 64))
-        tags = [round(first + j * step, 1) for j in range(width)]
-        answer = item.answer
-        if item.family == "grounding":
-            answer = f"At {tags[before + own.index(item.best)]:.1f} seconds."
-        return Composed(item.family, memories, relevance, tags, step, item.question, answer)
+        return tagged(item, parts, before + own.index(item.best), rng)
+
+
+def tagged(item: PoolItem, parts: list[tuple[PoolItem, int]], evidence: int, rng: np.random.Generator,
+           answer: str | None = None) -> Composed:
+    """`item`'s question on the input made of these (item, segment) parts, with fresh evenly spaced time tags; a
+    "when" answer names the tag of the part at `evidence`, any other is `answer` or the item's."""
+    memories = torch.stack([source.memories[i] for source, i in parts])  # [W, k_max, d_s]
+    relevance = [source.relevance[i] for source, i in parts]
+    step = float(rng.uniform(2.0, 28.0))  # seconds per segment: 2 fps up to hour-long videos
+    first = step * int(rng.integers(0, 64))
+    tags = [round(first + j * step, 1) for j in range(len(parts))]
+    answer = item.answer if answer is None else answer
+    if item.family == "grounding":
+        answer = f"At {tags[evidence]:.1f} seconds."
+    return Composed(item.family, memories, relevance, tags, step, item.question, answer)
 
 
 class Mixture:
@@ -153,8 +161,10 @@ def width_schedule(widths: tuple[int, ...], steps: tuple[int, ...], rng: np.rand
 def train_composed(model: TempoModel, composer: Composer | Mixture, widths: tuple[int, ...],
                    steps: tuple[int, ...],
                    batch: int, lr: float, ata_share: float, rng: np.random.Generator, every: int,
-                   held_out: Composer | None = None, eval_inputs: int = 40) -> dict:
-    """The decoder (and projector) on composed inputs; after each phase, the growth curve on `held_out`."""
+                   held_out: Composer | None = None, eval_inputs: int = 40,
+                   read: Callable[[TempoModel], dict] | None = None) -> dict:
+    """The decoder (and projector) on composed inputs (`composer`: anything with `sample`); after each phase, the
+    growth curve: `read(model)`, or the copy accuracy on `held_out`."""
     k_max = model.spec.num_memory_tokens
     total = sum(steps)
     schedule = Schedule([{"params": list(model.decoder.parameters()), "lr": lr}], total)
@@ -172,9 +182,9 @@ def train_composed(model: TempoModel, composer: Composer | Mixture, widths: tupl
             loss_sum += loss.item()
         schedule.step()
         progress.update(step, loss_sum)
-        if held_out is not None and step + 1 in ends:
-            curve.append({"after_width": ends[step + 1], "step": step + 1,
-                          **copy_accuracy(model, held_out, eval_inputs)})
+        if (held_out is not None or read is not None) and step + 1 in ends:
+            reading = read(model) if read is not None else copy_accuracy(model, held_out, eval_inputs)
+            curve.append({"after_width": ends[step + 1], "step": step + 1, **reading})
     return progress.summary() | {"growth_curve": curve}
 
 
@@ -214,13 +224,14 @@ def when_within_tolerance(model: TempoModel, example: Composed, tokens: list[int
                       example.segment_seconds)
 
 
-def copy_accuracy(model: TempoModel, composer: Composer, per_width: int = 40, seed: int = 0) -> dict:
+def copy_accuracy(model: TempoModel, composer, per_width: int = 40, seed: int = 0,
+                  widths: tuple[int, ...] = EVAL_WIDTHS) -> dict:
     """Held-out teacher-forced exact match per width and family, allocated by ATA at a quarter of all tokens;
-    `when_within` grades the greedy "when" answers as the grader does."""
+    `when_within` grades the greedy "when" answers as the grader does. `composer`: anything with `sample`."""
     rng = np.random.default_rng(seed)
     k_max = model.spec.num_memory_tokens
     result: dict = {}
-    for width in EVAL_WIDTHS:
+    for width in widths:
         hits: dict[str, list[bool]] = {}
         within: list[bool] = []
         for _ in range(per_width):

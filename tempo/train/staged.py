@@ -9,6 +9,9 @@ previous stage's state file and writes its own over it (one file, half precision
            never copied a time tag), then on whole long and medium videos, half the time still composed inputs
   stage 5  long phases at W = 16 -> 128 with "when" questions two in three, on videos the decoder has not seen
            (stage 4's copy stopped at W = 16 after short wide phases), then real pairs again
+
+Tempo-Tiny v4 goes on from v3's stage 5 with stages 6 and up (`v4`); `--from` starts a new folder from an
+earlier one's state file and logs.
 """
 
 from __future__ import annotations
@@ -16,57 +19,24 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import tempfile
 import time
 from dataclasses import asdict
 
-import numpy as np
 import torch
-from safetensors import safe_open
-from safetensors.torch import load_file, save_file
-from tokenizers import Tokenizer
-from torch import nn
 
-from ..model import TempoModel, build_model, save_pretrained
 from ..synthetic import generate_video
 from . import data
 from .base import relevance_accuracy
 from .curriculum import pretrain, set_relevance_direction, align_and_joint, training_videos
 from .localise import localisation_accuracy, ranking_regulariser, train_localisation
-from .compose import FAMILIES, Composer, Mixture, build_pool, copy_accuracy, train_composed
-from .recipe import TRAINING_SEEDS, TUNING_SEEDS, Recipe
-from .tiny import write_skeleton
+from .compose import FAMILIES, Mixture, build_pool, copy_accuracy, train_composed
+from .recipe import TUNING_SEEDS, Recipe
+from .state import STATE_FILE, composed_pools, finish, resume  # noqa: F401 (STATE_FILE is read from here)
+from .v4 import V4_STAGES
 
 log = logging.getLogger(__name__)
-STATE_FILE = "stage.safetensors"
-HEAD_KEY = "base_lm_head.weight"  # the base Qwen3-VL's LM head: it is not part of the Tempo checkpoint
-
-
-def save_state(model: TempoModel, head: nn.Linear, tokenizer: Tokenizer, stage: int, path: str) -> None:
-    """Every weight in float16, with the tokenizer and the stage number in the header."""
-    tensors = {name: p.detach().cpu().half().contiguous() for name, p in model.state_dict().items()}
-    tensors[HEAD_KEY] = head.weight.detach().cpu().half().contiguous()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    save_file(tensors, path + ".partial", metadata={"stage": str(stage), "tokenizer": tokenizer.to_str()})
-    os.replace(path + ".partial", path)
-
-
-def load_state(path: str, out_dir: str, device: torch.device) -> tuple[TempoModel, nn.Linear, Tokenizer, int]:
-    """The model, base head and tokenizer a stage left in `path`, with a loadable checkpoint in `out_dir`."""
-    with safe_open(path, "pt") as f:
-        metadata = f.metadata()
-    tokenizer = Tokenizer.from_str(metadata["tokenizer"])
-    checkpoint_dir, base_dir = write_skeleton(out_dir, tokenizer)
-    model = build_model(checkpoint_dir, base_dir, "Tempo-Tiny", device, torch.float32, initialize=True)
-    tensors = load_file(path)
-    head_weight = tensors.pop(HEAD_KEY)
-    model.load_state_dict({name: t.float() for name, t in tensors.items()})
-    head = nn.Linear(head_weight.shape[1], head_weight.shape[0], bias=False).to(device)
-    with torch.no_grad():
-        head.weight.copy_(head_weight.float())
-    set_relevance_direction(model, head, checkpoint_dir, base_dir)
-    save_pretrained(model, checkpoint_dir)
-    return model.to(device), head, tokenizer, int(metadata["stage"])
 
 
 def tuning_videos(recipe: Recipe) -> list:
@@ -94,24 +64,6 @@ def stage_localise(recipe: Recipe, state_path: str, out_dir: str, device: torch.
     return report
 
 
-def resume(stage: int, recipe: Recipe, state_path: str, out_dir: str, device: torch.device):
-    """The previous stage's model, head and tokenizer, this stage's report and its own random stream."""
-    model, head, tokenizer, done = load_state(state_path, out_dir, device)
-    if done != stage - 1:
-        raise ValueError(f"stage {stage} continues stage {stage - 1}, but {state_path} holds stage {done}")
-    torch.manual_seed(recipe.seed + stage)
-    report: dict = {"stage": stage, "recipe": asdict(recipe), "device": str(device), "stages": {}}
-    return model, head, tokenizer, report, np.random.default_rng([recipe.seed, stage])
-
-
-def finish(model: TempoModel, head: nn.Linear, tokenizer: Tokenizer, stage: int, state_path: str,
-           out_dir: str) -> None:
-    """Replace the state file and write the loadable checkpoint."""
-    model.eval()
-    save_state(model, head, tokenizer, stage, state_path)
-    save_pretrained(model, out_dir)
-
-
 def stage_decoder(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
     model, head, tokenizer, report, rng = resume(2, recipe, state_path, out_dir, device)
     model.train()
@@ -134,18 +86,6 @@ def stage_decoder(recipe: Recipe, state_path: str, out_dir: str, device: torch.d
     log.info("localisation after stage 2: %s", report["localisation_after"])
     finish(model, head, tokenizer, 2, state_path, out_dir)
     return report
-
-
-def composed_pools(model: TempoModel, recipe: Recipe, videos: int, rng: np.random.Generator,
-                   weights: tuple[float, ...] | None = None, skip: int = 0):
-    """Composers over `videos` short training videos after the first `skip` (families drawn by `weights`) and over
-    the held-out ones the growth curve is read on (families drawn uniformly)."""
-    first = TRAINING_SEEDS + recipe.seed * 10_000
-    pool = build_pool(model, [generate_video(first + 200 + skip + i, min_duration=30, max_duration=150)
-                              for i in range(videos)], rng)
-    held_out = build_pool(model, [generate_video(first + 9_100 + i, min_duration=30, max_duration=150)
-                                  for i in range(recipe.pool_held_out)], rng, first=videos)
-    return Composer(pool, weights), Composer(held_out)
 
 
 def stage_compose(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
@@ -215,15 +155,33 @@ def stage_wide(recipe: Recipe, state_path: str, out_dir: str, device: torch.devi
                               recipe.wide_steps, recipe.wide_family_weights, recipe.wide_pool_videos, seen)
 
 
-STAGES = {1: stage_localise, 2: stage_decoder, 3: stage_compose, 4: stage_real, 5: stage_wide}
+STAGES = {1: stage_localise, 2: stage_decoder, 3: stage_compose, 4: stage_real, 5: stage_wide, **V4_STAGES}
+
+
+def start_from(source: str, state_path: str, stage: int) -> None:
+    """Begin `state_path`'s folder with `source`'s state file and the logs of the stages before `stage` (a new
+    version's folder goes on from an earlier one's)."""
+    folder, earlier = os.path.dirname(os.path.abspath(state_path)), os.path.dirname(os.path.abspath(source))
+    if os.path.abspath(source) == os.path.abspath(state_path):
+        return
+    os.makedirs(folder, exist_ok=True)
+    for number in range(1, stage):
+        name = f"stage-{number}.json"
+        if os.path.isfile(os.path.join(earlier, name)):
+            shutil.copyfile(os.path.join(earlier, name), os.path.join(folder, name))
+    shutil.copyfile(source, state_path + ".partial")
+    os.replace(state_path + ".partial", state_path)
 
 
 def run_stage(stage: int, recipe: Recipe, state_path: str, out_dir: str | None, device: torch.device,
-              every: int) -> dict:
+              every: int, source: str | None = None) -> dict:
     """Run one stage, write its state file and its log (beside the state file, `stage-N.json`); with `out_dir`,
-    the checkpoint there gets the logs of every stage so far as its `training_log.json`."""
+    the checkpoint there gets the logs of every stage so far as its `training_log.json`. With `source`, the
+    stage starts from that state file instead (`start_from`)."""
     if stage not in STAGES:
         raise ValueError(f"there is no stage {stage}; the stages are {sorted(STAGES)}")
+    if source is not None:
+        start_from(source, state_path, stage)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as scratch:
         report = STAGES[stage](recipe, state_path, out_dir or scratch, device, every)
@@ -244,6 +202,7 @@ def write_training_log(folder: str, stage: int, out_dir: str) -> None:
         with open(os.path.join(folder, f"stage-{number}.json"), encoding="utf-8") as f:
             stages[str(number)] = json.load(f)
     log_path = os.path.join(out_dir, "training_log.json")
+    version = "v3" if stage < min(V4_STAGES) else "v4"
     with open(log_path, "w", encoding="utf-8") as f:
-        json.dump({"recipe": "Tempo-Tiny v3, staged (python -m tempo.train --stage N)", "stages": stages,
+        json.dump({"recipe": f"Tempo-Tiny {version}, staged (python -m tempo.train --stage N)", "stages": stages,
                    "seconds": round(sum(report["seconds"] for report in stages.values()), 1)}, f, indent=1)

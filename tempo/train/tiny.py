@@ -22,6 +22,7 @@ QWEN_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^
 VOCAB_SIZE = 1024  # model vocabulary (the tokenizer has a few ids less, as in Qwen's padded vocabularies)
 MEMORY_TOKENS = 32
 CONTEXT_LENGTH = 8192
+DECODER_LAYERS = 3  # v1-v3; v4 grows it (`grow`)
 DEFAULT_BUDGET = 1024  # a quarter of the 4096 memory tokens that 1024 frames (128 segments) produce
 
 CHAT_TEMPLATE = (
@@ -84,16 +85,16 @@ def base_config(tokenizer: Tokenizer) -> dict:
     }
 
 
-def tempo_config(tokenizer: Tokenizer) -> dict:
-    """The tiny Tempo: a 3-layer, 128-wide Qwen3 decoder and 32 memory tokens per segment."""
+def tempo_config(tokenizer: Tokenizer, decoder_layers: int = DECODER_LAYERS) -> dict:
+    """The tiny Tempo: a Qwen3 decoder 128 wide (3 layers up to v3) and 32 memory tokens per segment."""
     token = tokenizer.token_to_id
     return {
         "architectures": ["TempoQwenForCausalLM"], "model_type": "tempo_qwen",
-        "vocab_size": VOCAB_SIZE, "hidden_size": 128, "intermediate_size": 384, "num_hidden_layers": 3,
+        "vocab_size": VOCAB_SIZE, "hidden_size": 128, "intermediate_size": 384, "num_hidden_layers": decoder_layers,
         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "hidden_act": "silu",
         "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "rope_scaling": None, "max_position_embeddings": 16384,
         "attention_bias": False, "attention_dropout": 0.0, "tie_word_embeddings": True, "use_cache": True,
-        "use_sliding_window": False, "sliding_window": None, "layer_types": ["full_attention"] * 3,
+        "use_sliding_window": False, "sliding_window": None, "layer_types": ["full_attention"] * decoder_layers,
         "bos_token_id": token("<|endoftext|>"), "eos_token_id": token("<|im_end|>"),
         "pad_token_id": token("<|endoftext|>"),
         "mm_vision_tower_aux_list": [BASE_DIRNAME], "mm_projector_type": "linear", "mm_hidden_size": 96,
@@ -126,13 +127,14 @@ def _write_tokenizer(directory: str, tokenizer: Tokenizer) -> None:
     })
 
 
-def write_skeleton(directory: str, tokenizer: Tokenizer) -> tuple[str, str]:
-    """Configs and tokenizers of the checkpoint and of its base, ready for `loading.build_model`."""
+def write_skeleton(directory: str, tokenizer: Tokenizer, decoder_layers: int = DECODER_LAYERS) -> tuple[str, str]:
+    """Configs and tokenizers of the checkpoint and of its base (a decoder of `decoder_layers`), ready for
+    `loading.build_model`."""
     base_dir = os.path.join(directory, BASE_DIRNAME)
     os.makedirs(base_dir, exist_ok=True)
     _write_tokenizer(directory, tokenizer)
     _write_tokenizer(base_dir, tokenizer)
-    _write_json(os.path.join(directory, "config.json"), tempo_config(tokenizer))
+    _write_json(os.path.join(directory, "config.json"), tempo_config(tokenizer, decoder_layers))
     _write_json(os.path.join(directory, "generation_config.json"), {
         "bos_token_id": tokenizer.token_to_id("<|endoftext|>"), "eos_token_id": tokenizer.token_to_id("<|im_end|>"),
         "pad_token_id": tokenizer.token_to_id("<|endoftext|>")})

@@ -1,0 +1,141 @@
+"""Composed inputs for what v3's decoder still got wrong on long videos (v4).
+
+- Own-video inputs: the question's evidence among quiet segments of its own long video, where the look-alikes are
+  (the same scene, the same moving shapes). v3's composed inputs put a short video's segments among other videos'
+  segments, and its copy of a time tag rose there while grounding on whole long videos stayed at 30%.
+- Global inputs: "Which shape appears most?" on runs of consecutive segments from one to three videos, answered
+  with the kind those segments show most. v3's composed inputs had no global questions (global fell from 93% to
+  35%).
+
+Both get fresh evenly spaced time tags every time (`compose.tagged`), as v3's composed inputs do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model import TempoModel
+from ..synthetic import KINDS, SyntheticVideo
+from . import data
+from .compose import FAMILIES, Composed, Composer, PoolItem, build_pool, tagged
+
+NEIGHBOURS = 2  # segments either side of the evidence an own-video input always keeps: its look-alikes
+GLOBAL_MARGIN = 1.5  # a global input's answer shows this many times as often as the next kind, or it is redrawn
+GLOBAL_VIDEOS = (1, 3)  # videos a global input is made of, at least and at most
+
+
+@dataclass(frozen=True)
+class GlobalItem:
+    """A video compressed under the global question, and how many shapes of each kind each segment shows."""
+
+    item: PoolItem
+    counts: np.ndarray  # [N, len(KINDS)]: shapes (moving and big) summed over each segment's sampled frames
+
+
+def kind_counts(video: SyntheticVideo, max_frames: int = 1024) -> np.ndarray:
+    """Shapes of each kind drawn in each segment's sampled frames [N, len(KINDS)], as the pool samples them."""
+    plan = data.plan_video(video, max_frames)
+    counts = np.zeros((len(plan.segments), len(KINDS)), dtype=np.int64)
+    for index in range(len(plan.segments)):
+        for t in plan.segment_frame_times(index):
+            for drawn in video.sprites(t):
+                counts[index, KINDS.index(drawn.kind)] += 1
+    return counts
+
+
+def build_long_pool(model: TempoModel, videos: list[SyntheticVideo], rng: np.random.Generator,
+                    first: int = 0) -> tuple[list[PoolItem], list[GlobalItem]]:
+    """Every question about every video compressed once (one vision pass per video): the needle, grounding and
+    counting items own-video inputs are made of, and the global items with their kind counts."""
+    items: list[PoolItem] = []
+    global_items: list[GlobalItem] = []
+    for number, video in enumerate(videos, first):
+        for item in build_pool(model, [video], rng, number, families=(*FAMILIES, "global")):
+            if item.family == "global":
+                global_items.append(GlobalItem(item, kind_counts(video)))
+            else:
+                items.append(item)
+    return items, global_items
+
+
+def kept_segments(item: PoolItem) -> set[int]:
+    """What an own-video input always keeps: the evidence's segment and its neighbours; for counting, every
+    segment showing an occurrence and one quiet segment either side of each run, so occurrences stay apart."""
+    n = len(item.labels)
+    kept = set(range(max(0, item.best - NEIGHBOURS), min(n, item.best + NEIGHBOURS + 1)))
+    if item.family == "counting":
+        shown = [i for i, label in enumerate(item.labels) if label]
+        kept |= {j for i in shown for j in (i - 1, i, i + 1) if 0 <= j < n}
+    return kept
+
+
+class OwnVideo(Composer):
+    """Own-video inputs of W segments: `kept_segments` and quiet segments of the same video drawn at random, in the
+    video's order; at W >= the video's length, the whole video. Families as `Composer` draws them."""
+
+    def sample(self, width: int, rng: np.random.Generator) -> Composed:
+        while True:
+            family = self.draw_family(rng)
+            item = self.pool[self.by_family[family][int(rng.integers(len(self.by_family[family])))]]
+            if len(kept_segments(item)) <= width or width >= len(item.labels):  # counting: every occurrence fits
+                return self.compose(item, width, rng)
+
+    def compose(self, item: PoolItem, width: int, rng: np.random.Generator) -> Composed:
+        n = len(item.labels)
+        kept = kept_segments(item)
+        if width >= n:
+            segments = list(range(n))
+        else:
+            rest = [i for i in range(n) if i not in kept]
+            drawn = rng.choice(len(rest), size=width - len(kept), replace=False)
+            segments = sorted(kept | {rest[int(j)] for j in drawn})
+        return tagged(item, [(item, i) for i in segments], segments.index(item.best), rng)
+
+
+def runs(width: int, videos: int, rng: np.random.Generator) -> list[int]:
+    """`width` split at random into `videos` runs of at least one segment each."""
+    cuts = np.sort(rng.choice(np.arange(1, width), size=videos - 1, replace=False)) if videos > 1 else []
+    return np.diff([0, *cuts, width]).tolist()
+
+
+def global_answer(counts: np.ndarray) -> str | None:
+    """The kind shown most in these kind counts [len(KINDS)], or None when it does not lead the next clearly."""
+    second, top = np.sort(counts)[-2:]
+    return KINDS[int(np.argmax(counts))] if top >= GLOBAL_MARGIN * second and top > 0 else None
+
+
+class GlobalComposer:
+    """Global inputs of up to W segments: one run of consecutive segments from each of one to three videos (a run
+    longer than its video is the whole video), answered with the kind those segments show most."""
+
+    def __init__(self, pool: list[GlobalItem]):
+        self.pool = pool
+
+    def sample(self, width: int, rng: np.random.Generator) -> Composed:
+        while True:
+            videos = min(int(rng.integers(GLOBAL_VIDEOS[0], GLOBAL_VIDEOS[1] + 1)), len(self.pool), width)
+            chosen = [self.pool[int(p)] for p in rng.choice(len(self.pool), size=videos, replace=False)]
+            parts: list[tuple[PoolItem, int]] = []
+            counts = np.zeros(len(KINDS), dtype=np.int64)
+            for source, length in zip(chosen, runs(width, videos, rng)):
+                n = len(source.item.labels)
+                start = int(rng.integers(0, max(0, n - length) + 1))
+                segments = range(start, min(n, start + length))
+                parts += [(source.item, i) for i in segments]
+                counts += source.counts[list(segments)].sum(0)
+            answer = global_answer(counts)
+            if answer is not None:
+                return tagged(chosen[0].item, parts, 0, rng, answer)
+
+
+class Blend:
+    """Draws from several samplers (anything with `sample`) in proportion to `weights`."""
+
+    def __init__(self, samplers: list, weights: tuple[float, ...]):
+        self.samplers = samplers
+        self.weights = np.array(weights, dtype=float) / sum(weights)
+
+    def sample(self, width: int, rng: np.random.Generator) -> Composed:
+        return self.samplers[int(rng.choice(len(self.samplers), p=self.weights))].sample(width, rng)

@@ -1,0 +1,87 @@
+"""What every resumable stage shares: the state file (every weight in half precision, the tokenizer and the stage
+number in its header), resuming from it with the stage's own random streams, and the composed-input pools."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+
+import numpy as np
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+from tokenizers import Tokenizer
+from torch import nn
+
+from ..model import TempoModel, build_model, save_pretrained
+from ..synthetic import generate_video
+from .compose import Composer, build_pool
+from .curriculum import set_relevance_direction
+from .grow import decoder_layers, grown
+from .recipe import TRAINING_SEEDS, Recipe
+from .tiny import write_skeleton
+
+STATE_FILE = "stage.safetensors"
+HEAD_KEY = "base_lm_head.weight"  # the base Qwen3-VL's LM head: it is not part of the Tempo checkpoint
+
+
+def save_state(model: TempoModel, head: nn.Linear, tokenizer: Tokenizer, stage: int, path: str) -> None:
+    """Every weight in float16, with the tokenizer and the stage number in the header."""
+    tensors = {name: p.detach().cpu().half().contiguous() for name, p in model.state_dict().items()}
+    tensors[HEAD_KEY] = head.weight.detach().cpu().half().contiguous()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    save_file(tensors, path + ".partial", metadata={"stage": str(stage), "tokenizer": tokenizer.to_str()})
+    os.replace(path + ".partial", path)
+
+
+def load_state(path: str, out_dir: str, device: torch.device,
+               layers: int | None = None) -> tuple[TempoModel, nn.Linear, Tokenizer, int]:
+    """The model, base head and tokenizer a stage left in `path`, with a loadable checkpoint in `out_dir`; with
+    `layers`, its decoder grown to that many layers (`grow`: the same answers)."""
+    with safe_open(path, "pt") as f:
+        metadata = f.metadata()
+    tokenizer = Tokenizer.from_str(metadata["tokenizer"])
+    tensors = load_file(path)
+    tensors = grown(tensors, layers) if layers else tensors
+    checkpoint_dir, base_dir = write_skeleton(out_dir, tokenizer, decoder_layers(tensors))
+    model = build_model(checkpoint_dir, base_dir, "Tempo-Tiny", device, torch.float32, initialize=True)
+    head_weight = tensors.pop(HEAD_KEY)
+    model.load_state_dict({name: t.float() for name, t in tensors.items()})
+    head = nn.Linear(head_weight.shape[1], head_weight.shape[0], bias=False).to(device)
+    with torch.no_grad():
+        head.weight.copy_(head_weight.float())
+    set_relevance_direction(model, head, checkpoint_dir, base_dir)
+    save_pretrained(model, checkpoint_dir)
+    return model.to(device), head, tokenizer, int(metadata["stage"])
+
+
+def resume(stage: int, recipe: Recipe, state_path: str, out_dir: str, device: torch.device,
+           layers: int | None = None):
+    """The previous stage's model (with `layers`, its decoder grown to that many), head and tokenizer, this
+    stage's report and its own random stream."""
+    model, head, tokenizer, done = load_state(state_path, out_dir, device, layers)
+    if done != stage - 1:
+        raise ValueError(f"stage {stage} continues stage {stage - 1}, but {state_path} holds stage {done}")
+    torch.manual_seed(recipe.seed + stage)
+    report: dict = {"stage": stage, "recipe": asdict(recipe), "device": str(device), "stages": {}}
+    return model, head, tokenizer, report, np.random.default_rng([recipe.seed, stage])
+
+
+def finish(model: TempoModel, head: nn.Linear, tokenizer: Tokenizer, stage: int, state_path: str,
+           out_dir: str) -> None:
+    """Replace the state file and write the loadable checkpoint."""
+    model.eval()
+    save_state(model, head, tokenizer, stage, state_path)
+    save_pretrained(model, out_dir)
+
+
+def composed_pools(model: TempoModel, recipe: Recipe, videos: int, rng: np.random.Generator,
+                   weights: tuple[float, ...] | None = None, skip: int = 0):
+    """Composers over `videos` short training videos after the first `skip` (families drawn by `weights`) and over
+    the held-out ones the growth curve is read on (families drawn uniformly)."""
+    first = TRAINING_SEEDS + recipe.seed * 10_000
+    pool = build_pool(model, [generate_video(first + 200 + skip + i, min_duration=30, max_duration=150)
+                              for i in range(videos)], rng)
+    held_out = build_pool(model, [generate_video(first + 9_100 + i, min_duration=30, max_duration=150)
+                                  for i in range(recipe.pool_held_out)], rng, first=videos)
+    return Composer(pool, weights), Composer(held_out)

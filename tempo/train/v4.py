@@ -1,0 +1,109 @@
+"""Tempo-Tiny v4: stages 6 and up, from v3's stage 5 (`python -m tempo.train --stage 6 --from
+experiments/tiny-v3/stage.safetensors --state experiments/tiny-v4/stage.safetensors`, then --stage 7, 8).
+
+With perfect relevance v3 answered only 52.5%: the decoder was the limit. It learns, with the compressor frozen,
+on a blend of composed inputs (`compose_long`): own-video inputs (the evidence among its own long video's
+look-alikes), global inputs, and v3's composed inputs (the evidence among other videos' segments), so the copy v3
+learned stays. Every stage draws fresh videos; its growth curve is read on unseen ones after every phase.
+
+  stage 6  the blend at W = 32, 64, 128
+  stage 7  the blend again at W = 64 and 128 (the widths of videos of 4 minutes and more)
+  stage 8  the decoder grown from 3 to 6 layers (`grow`: it starts out answering as before), then the blend at
+           W = 64 and 128 for the same CPU time as stage 7 (half the steps)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import torch
+
+from ..model import TempoModel
+from ..synthetic import generate_video
+from .compose import copy_accuracy, train_composed
+from .compose_long import Blend, GlobalComposer, OwnVideo, build_long_pool
+from .recipe import TRAINING_SEEDS, Recipe
+from .state import composed_pools, finish, resume
+
+log = logging.getLogger(__name__)
+FIRST_STAGE = 6
+LONG_SEEDS = 4_000  # offset of v4's 1-60 min training videos in a recipe's seed block (no earlier role uses it)
+LONG_HELD_OUT_SEEDS = 9_500  # ... and of the unseen ones its growth curve is read on
+SHORT_SEEN = 1_800  # short videos after the first 200 that stages 3-5 pooled; v4's come after them
+READ_WIDTHS = (16, 64, 128)
+
+
+def long_videos(recipe: Recipe, offset: int, count: int) -> list:
+    """`count` 1-60 minute videos (the evaluation's range) from `offset` in the recipe's seed block."""
+    first = TRAINING_SEEDS + recipe.seed * 10_000 + offset
+    return [generate_video(first + i, min_duration=60, max_duration=recipe.blend_max_duration) for i in range(count)]
+
+
+def blend_pools(model: TempoModel, recipe: Recipe, index: int, rng: np.random.Generator) -> tuple[Blend, dict]:
+    """The training blend of v4 stage number `index` (0 for stage 6) from videos no earlier stage pooled, and the
+    held-out samplers its growth curve is read on (the same unseen videos in every stage)."""
+    items, global_items = build_long_pool(model, long_videos(recipe, LONG_SEEDS + index * recipe.blend_videos,
+                                                             recipe.blend_videos), rng)
+    short, short_held_out = composed_pools(model, recipe, recipe.blend_short_videos, rng,
+                                           recipe.blend_family_weights,
+                                           SHORT_SEEN + index * recipe.blend_short_videos)
+    held_items, held_global = build_long_pool(model, long_videos(recipe, LONG_HELD_OUT_SEEDS, recipe.blend_held_out),
+                                              rng)
+    blend = Blend([OwnVideo(items, recipe.blend_family_weights), GlobalComposer(global_items), short],
+                  recipe.blend_weights)
+    held_out = {"own video": OwnVideo(held_items), "global": GlobalComposer(held_global),
+                "other videos": short_held_out}
+    return blend, held_out
+
+
+def blend_reading(model: TempoModel, held_out: dict, per_width: int) -> dict:
+    """Per held-out sampler and width, teacher-forced exact match per family and greedy "when" within tolerance."""
+    return {name: copy_accuracy(model, sampler, per_width, widths=READ_WIDTHS) for name, sampler in held_out.items()}
+
+
+def stage_blend(stage: int, recipe: Recipe, state_path: str, out_dir: str, device: torch.device,
+                every: int) -> dict:
+    """The decoder (grown to the layers the recipe gives this stage) on the blend, in the stage's phases."""
+    index = stage - FIRST_STAGE
+    model, head, tokenizer, report, rng = resume(stage, recipe, state_path, out_dir, device,
+                                                 recipe.blend_layers[index])
+    model.requires_grad_(False)
+    report["decoder_layers"] = len(model.decoder.lm.model.layers)
+    started = time.perf_counter()
+    blend, held_out = blend_pools(model, recipe, index, rng)
+    report["stages"]["pools"] = {"seconds": round(time.perf_counter() - started, 1),
+                                 "own_video_questions": len(blend.samplers[0].pool),
+                                 "global_videos": len(blend.samplers[1].pool),
+                                 "short_questions": len(blend.samplers[2].pool)}
+    log.info("pools: %s", report["stages"]["pools"])
+
+    def read(reading_model: TempoModel) -> dict:
+        return blend_reading(reading_model, held_out, recipe.blend_eval_inputs)
+
+    report["reading_before"] = read(model)
+    log.info("held-out reading before: %s", report["reading_before"])
+    model.train()
+    model.decoder.requires_grad_(True)
+    report["stages"]["blend"] = train_composed(model, blend, recipe.blend_widths[index], recipe.blend_steps[index],
+                                               4, recipe.blend_lrs[index], recipe.copy_ata_share, rng, every,
+                                               read=read)
+    log.info("growth curve: %s", report["stages"]["blend"]["growth_curve"])
+    finish(model, head, tokenizer, stage, state_path, out_dir)
+    return report
+
+
+def stage_long(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
+    return stage_blend(6, recipe, state_path, out_dir, device, every)
+
+
+def stage_wider(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
+    return stage_blend(7, recipe, state_path, out_dir, device, every)
+
+
+def stage_deeper(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
+    return stage_blend(8, recipe, state_path, out_dir, device, every)
+
+
+V4_STAGES = {6: stage_long, 7: stage_wider, 8: stage_deeper}
