@@ -21,10 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from demo.device import COST, gpu_seconds  # noqa: E402
-from tempo.cache import Compression  # noqa: E402
 from tempo.config import RunConfig, SamplingConfig  # noqa: E402
 from tempo.events import VideoProbed  # noqa: E402
-from tempo.pipeline import Job  # noqa: E402
+from tempo.engine import Compression, Job  # noqa: E402
 from tempo.timing import StageTimer  # noqa: E402
 from tempo.video import open_video, segment_ranges  # noqa: E402
 from tempo.video.segments import video_plan  # noqa: E402
@@ -34,13 +33,13 @@ SHORT_ANSWER = 30  # tokens
 
 
 def reservations(probed: VideoProbed, plan) -> dict[str, int]:
-    known = Compression([], [])
 
     def seconds(answers: int, compressed: bool, tokens: int | None = None) -> int:
         config = RunConfig()
         if tokens is not None:
             config = config.with_settings({"max_new_tokens": tokens})
-        job = Job("q", probed, plan, config, (config,) * answers, StageTimer(), known=known if compressed else None)
+        known = Compression("q", probed, plan) if compressed else None
+        job = Job("q", probed, plan, config, (config,) * answers, StageTimer(), compression=known)
         return gpu_seconds(job)
 
     return {"first ask": seconds(1, False), "asked again": seconds(1, True), "compare": seconds(2, True),

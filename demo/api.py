@@ -14,13 +14,13 @@ from typing import Iterator
 from tempo.analysis import most_relevant, usable
 from tempo.errors import InputError
 from tempo.events import AllocationDone, Finished, SegmentCompressed, SegmentSummary
-from tempo.render.progress import RunProgress
+from tempo.render.progress import RunProgress, Stage
 from tempo.render.report import Asked, Truth
-from tempo.render.text import clock
+from tempo.times import clock
 
 from .chat import MAX_TURNS
 from .html import LOOKED_AT
-from .refusals import refusal, refused
+from .refusals import refused
 from .server import Server
 from .settings import split_others
 
@@ -28,42 +28,38 @@ REFRESH_S = 0.5  # a streamed partial result at most this often, besides the fir
 MAX_HISTORY_BYTES = 8 * 2**20  # earlier turns a /chat call may send back (23 turns of 1,024 segments is ~3 MB)
 
 
+@refused
 def answer(server: Server, video: object, question: str, **settings: object) -> Iterator[dict]:
     """JSON for API clients, streamed: partial while compressing (see `stage`), the full result at the end
     (with `truth`, the expected answer, for the shipped examples)."""
     progress, shown = RunProgress(), 0.0
-    try:
-        request = server.request(video, question, settings)
-        for event in server.run(request):
-            progress.update(event)
-            first = isinstance(event, SegmentCompressed) and len(progress.segments) == 1
-            milestone = isinstance(event, (AllocationDone, Finished))
-            if first or milestone or time.perf_counter() - shown > REFRESH_S:
-                shown = time.perf_counter()
-                truth = server.truth(request, event) if isinstance(event, Finished) else None
-                yield progress.to_dict() | ({"truth": truth_dict(truth)} if truth else {})
-    except Exception as exc:
-        raise refusal(exc) from None
+    request = server.request(video, question, settings)
+    for event in server.run(request):
+        progress.update(event)
+        first = isinstance(event, SegmentCompressed) and len(progress.segments) == 1
+        milestone = isinstance(event, (AllocationDone, Finished))
+        if first or milestone or time.perf_counter() - shown > REFRESH_S:
+            shown = time.perf_counter()
+            truth = server.truth(request, event) if isinstance(event, Finished) else None
+            yield progress.to_dict() | ({"truth": truth_dict(truth)} if truth else {})
 
 
+@refused
 def chat(server: Server, video: object, question: str, *, history: object = None,
          **settings: object) -> Iterator[dict]:
     """A conversation with one video: `history` (the "turns" a previous call returned; none to start) in, those
     turns plus this question's out, as {"turns": [...]}; while it runs, {"turns": history, "current": partial
     /answer result}. Each turn is /answer's result with its "question" and "looked_at" (the segments the compressor
     found most relevant). Every question is answered on its own, reusing the cached work on the video."""
-    try:
-        turns = previous_turns(history)
-        for partial in answer(server, video, question, **settings):
-            if partial["stage"] != "done":
-                yield {"turns": turns, "current": partial}
-                continue
-            segments = [SegmentSummary(**segment) for segment in partial["segments"]]
-            looked = [{"index": s.index, "start": s.start, "end": s.end, "relevance": s.relevance}
-                      for s in most_relevant(segments, LOOKED_AT)]
-            yield {"turns": turns + [{"question": question.strip(), **partial, "looked_at": looked}]}
-    except Exception as exc:
-        raise refusal(exc) from None
+    turns = previous_turns(history)
+    for partial in answer(server, video, question, **settings):
+        if partial["stage"] != Stage.DONE:
+            yield {"turns": turns, "current": partial}
+            continue
+        segments = [SegmentSummary(**segment) for segment in partial["segments"]]
+        looked = [{"index": s.index, "start": s.start, "end": s.end, "relevance": s.relevance}
+                  for s in most_relevant(segments, LOOKED_AT)]
+        yield {"turns": turns + [{"question": question.strip(), **partial, "looked_at": looked}]}
 
 
 def previous_turns(history: object) -> list[dict]:
@@ -122,19 +118,16 @@ def segment(server: Server, video: object, question: str, *, segment: object, **
     return {"result": facts, "frames": [(frame, clock(t)) for frame, t in zip(look.frames, look.times)]}
 
 
+@refused
 def report(server: Server, video: object, question: str, **settings: object) -> Iterator[str]:
     """The run as one self-contained HTML file (the page's "Report · HTML")."""
-    workdir = None
+    request = server.request(video, question, settings)
+    progress = RunProgress()
+    for event in server.run(request):
+        progress.update(event)
+    workdir = tempfile.mkdtemp(prefix="tempo-app-")
     try:
-        request = server.request(video, question, settings)
-        progress = RunProgress()
-        for event in server.run(request):
-            progress.update(event)
-        workdir = tempfile.mkdtemp(prefix="tempo-app-")
         asked = Asked(request.question, progress, server.truth(request, progress.finished))
         yield str(server.write_report([asked], Path(workdir, "tempo-report.html")))
-    except Exception as exc:
-        raise refusal(exc) from None
     finally:  # Gradio has copied the file into its cache by now
-        if workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -64,12 +64,13 @@ class Conversation:
     turns: tuple[Turn, ...] = ()
     selected: int | None = None
 
-    def said(self, turn: Turn) -> Conversation:
+    def with_turn(self, turn: Turn) -> Conversation:
         """With `turn` added (the oldest dropped past MAX_TURNS) and selected."""
         turns = (self.turns + (turn,))[-MAX_TURNS:]
         return replace(self, turns=turns, selected=len(turns) - 1)
 
-    def showing(self, index: int) -> Conversation:
+    def selecting(self, index: int) -> Conversation:
+        """With turn `index` shown on the page."""
         return replace(self, selected=index)
 
 

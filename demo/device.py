@@ -1,7 +1,7 @@
 """What runs on the accelerator, and how long it asks for.
 
 One function does the model's work for every kind of request (an answer, a comparison, a budget sweep, a
-compression alone): the accelerator's half of a `tempo.pipeline.Job`. On a ZeroGPU Space it runs under `spaces.GPU`
+compression alone): the accelerator's half of a `tempo.engine.Job`. On a ZeroGPU Space it runs under `spaces.GPU`
 in a forked worker, which gets the job's pixels and gives back CPU data only, so the per-video cache stays in the
 serving process and is reused by every request. Elsewhere `spaces.GPU` hands the function back as it is and it runs
 in this process, on the decoding stream itself.
@@ -18,9 +18,8 @@ import gradio as gr
 import spaces
 from spaces.config import Config as SpacesConfig
 
+from tempo.engine import Job, execute, out_of_memory_as_error
 from tempo.model import TempoModel
-from tempo.pipeline import Job, execute
-from tempo.stages import out_of_memory_as_error
 
 from .refusals import refusal
 

@@ -15,14 +15,14 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from tempo.analysis import usable
+from tempo.engine import check_file
 from tempo.errors import TempoError
 from tempo.events import AllocationDone, AnswerToken, Finished, SegmentCompressed, SegmentRead, VideoProbed
-from tempo.pipeline import Compressed
 from tempo.render.export import export
 from tempo.render.progress import RunProgress
-from tempo.render.text import answer_text, clock
+from tempo.render.text import answer_text
+from tempo.times import clock
 from tempo.render.timeline import axis_of, comparison_figure, progress_figure, result_figure, sweep_figure
-from tempo.video import probe as headers
 
 from . import preview
 from .chat import Conversation, Turn, continued, messages
@@ -48,7 +48,7 @@ def show_preview(server: Server, upload: object) -> Iterator[Updates]:
     except TempoError as exc:
         raise refusal(exc) from None
     try:  # nothing is opened for a preview that the analysis would refuse: the analysis says why
-        headers.check(headers.probe(video), server.limits)
+        check_file(video, server.limits)
     except TempoError:
         yield {"preview": None}
         return
@@ -79,9 +79,6 @@ def analyze(server: Server, video: object, question: str, *, conversation: objec
         request = server.request(video, question, settings, bool(no_compression))
         talk = continued(talk, request.video)
         for event in server.run(request):
-            if isinstance(event, Compressed):
-                progress.from_cache = event.from_cache
-                continue
             progress.update(event)
             if isinstance(event, VideoProbed):
                 progress.estimate = server.pace.estimate(event.num_segments)
@@ -100,7 +97,7 @@ def analyze(server: Server, video: object, question: str, *, conversation: objec
             elif isinstance(event, Finished):
                 if not progress.from_cache:
                     server.pace.record(event)
-                talk = talk.said(Turn(request.question, progress, server.truth(request, event), request.evidence,
+                talk = talk.with_turn(Turn(request.question, progress, server.truth(request, event), request.evidence,
                                       label(request.config, event.budget), progress.from_cache))
                 # A folder per request, deleted (finally) once Gradio has copied the files into its cache.
                 workdir = tempfile.mkdtemp(prefix="tempo-app-")
@@ -152,7 +149,7 @@ def show_turn(server: Server, conversation: object, picked: object) -> Updates:
     index = picked.get("turn")
     if not isinstance(index, int) or not 0 <= index < len(conversation.turns):
         return {}
-    return turn_updates(conversation.showing(index))
+    return turn_updates(conversation.selecting(index))
 
 
 @refused

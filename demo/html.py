@@ -11,9 +11,11 @@ from typing import Sequence
 from tempo.analysis import SegmentLook, most_relevant
 from tempo.events import Finished
 from tempo.model import TempoModel
-from tempo.render.progress import RunProgress, key_segments, run_stats
+from tempo.render.progress import RunProgress, Stage, key_segments, run_stats
 from tempo.render.report import Truth, data_uri
-from tempo.render.text import answer_text, clock, span, time_mentions, timings_text
+from tempo.render.timeline import point_field
+from tempo.render.text import answer_text, timings_text
+from tempo.times import clock, span, time_mentions
 
 LOOKED_AT = 3  # segments shown as where the compressor looked
 LOOK_EDGE = 96  # their thumbnails' long edge
@@ -22,7 +24,8 @@ KEY_FRAME_EDGE = 240
 # Clicks on a filmstrip thumbnail or on the timeline pick a segment: the picker's value becomes
 # {"segment": i, "click": n} (a new value each click, so the same segment twice is two changes). Anything with a
 # `data-seconds` (filmstrip cells, key frames, times in the chat) and timeline points move the preview player there.
-PICKER_JS = """
+PICKER_JS = (f"const SEGMENT = {point_field('segment')}, START = {point_field('start')};"  # as PointData has them
+             """
 let clicks = 0;
 const pick = (index) => { if (Number.isInteger(index)) props.value = {segment: index, click: ++clicks}; };
 const seek = (seconds) => {
@@ -41,12 +44,12 @@ const bind = () => document.querySelectorAll('#tempo-timeline .js-plotly-plot').
   bound.add(plot);
   plot.on('plotly_click', (data) => {
     const point = data.points && data.points[0];
-    if (point && point.customdata) { seek(Number(point.customdata[4])); pick(Number(point.customdata[3])); }
+    if (point && point.customdata) { seek(Number(point.customdata[START])); pick(Number(point.customdata[SEGMENT])); }
   });
 });
 new MutationObserver(bind).observe(document.body, {childList: true, subtree: true});
 bind();
-"""
+""")
 
 # A click on a reply in the chat shows that turn's run again: {"turn": i, "click": n}.
 TURN_PICKER_JS = """
@@ -78,25 +81,25 @@ def status_html(progress: RunProgress, error: str | None = None) -> str:
     if error:
         return f"<div class='tempo-status error'>⚠ {html.escape(error)}</div>"
     done, total = len(progress.segments), progress.num_segments
-    if progress.stage == "opening":
+    if progress.stage == Stage.OPENING:
         text = "Opening the video…"
-    elif progress.stage == "reading":
+    elif progress.stage == Stage.READING:
         done = progress.read
         text = f"Reading the video · segment {done} of {total}, before the GPU is asked for"
-    elif progress.stage == "compressing" and not done:
+    elif progress.stage == Stage.COMPRESSING and not done:
         probed = progress.probed
         guess = (f"about {progress.estimate:.0f} s here" if progress.estimate is not None
                  else "the first run here measures how long videos take")
         text = (f"{total} segments ({probed.sampled_frames:,} frames over {clock(probed.duration)}) · {guess} · "
                 "waiting for the first segment…")
-    elif progress.stage == "compressing" and progress.from_cache:
+    elif progress.stage == Stage.COMPRESSING and progress.from_cache:
         text = f"Asked before: the compression comes from the cache · segment {done} of {total}"
-    elif progress.stage == "compressing":
+    elif progress.stage == Stage.COMPRESSING:
         reached = clock(progress.segments[-1].end if done else 0)
         eta = progress.eta()
         text = (f"Compressing segment {done} of {total} · {reached} of {clock(progress.probed.duration)}"
                 + (f" · about {eta:.0f} s left" if eta is not None else ""))
-    elif progress.stage == "answering":
+    elif progress.stage == Stage.ANSWERING:
         text = f"Allocated {progress.allocation.tokens_used:,} of {progress.allocation.budget:,} tokens · answering…"
     else:
         text = f"Done in {progress.finished.timings.get('total', 0.0):.1f} s" + (

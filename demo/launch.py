@@ -15,10 +15,10 @@ import torch
 from spaces.config import Config as SpacesConfig
 
 from tempo.config import Limits
+from tempo.engine import warm_up_decoding
 from tempo.errors import TempoError
 from tempo.model import TempoModel, from_pretrained
 from tempo.render.style import FONTS, MONO_FONTS
-from tempo.video import sandbox
 
 from .layout import build_demo
 
@@ -60,7 +60,7 @@ def serve(model: TempoModel, limits: Limits | None = None, **kwargs) -> gr.Block
     tune_malloc()  # before Gradio starts its worker threads
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     limits = replace(limits or Limits.from_env(), isolate_decoding=True)  # no visitor's file can take it down
-    sandbox.warm_up()  # the decoding processes' fork server, started before the first request needs it
+    warm_up_decoding()  # the decoding processes' fork server, started before the first request needs it
     demo = build_demo(model, limits)
     demo.launch(theme=theme(), css_paths=[CSS], max_file_size=limits.max_upload_bytes, **kwargs)
     return demo

@@ -144,12 +144,17 @@ def analysis_tabs(server: Server) -> Tabs:
 
 def connect(handler: Callable, server: Server, outputs: Outputs | None = None) -> Callable:
     """`handler` with its server filled in, as Gradio calls it: its named updates become values in the order of
-    `outputs` (what it leaves out stays as it is). Name, docstring and signature are kept for the API page."""
+    `outputs` (what it leaves out stays as it is; a name `outputs` lacks is refused). Name, docstring and signature
+    are kept for the API page."""
     bound = functools.partial(handler, server)
 
     def ordered(updates: object) -> object:
         if outputs is None:
             return updates
+        unknown = set(updates) - set(outputs)
+        if unknown:  # a misspelt or unwired name would otherwise vanish without a trace
+            raise KeyError(f"{handler.__name__} updates {sorted(unknown)}, which this event does not output "
+                           f"(it outputs {list(outputs)})")
         values = [updates.get(name, gr.skip()) for name in outputs]
         return values[0] if len(values) == 1 else values
 

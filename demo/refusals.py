@@ -1,9 +1,11 @@
-"""What a visitor is told when a request cannot be answered: the library's own message for what they can change,
-a short apology for the rest (the log keeps the traceback)."""
+"""What a visitor is told when a request cannot be answered: the library's own message for what they can change
+(running out of memory among them: the engine raises `OutOfMemory` wherever it happens), a short apology for the
+rest (the log keeps the traceback)."""
 
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 from typing import Callable
 
@@ -22,8 +24,6 @@ def refusal(exc: Exception) -> gr.Error:
     if isinstance(exc, TempoError):
         message = str(exc)
         log.info("refused: %s", message)
-    elif isinstance(exc, MemoryError) or "out of memory" in str(exc).lower():
-        message = "The server ran out of memory on this video. Try fewer max frames or a smaller budget."
     else:
         log.exception("request failed")
         message = f"Something went wrong while processing this video ({type(exc).__name__}). Please try again."
@@ -31,13 +31,21 @@ def refusal(exc: Exception) -> gr.Error:
 
 
 def refused(handler: Callable) -> Callable:
-    """`handler` (a function) with any exception turned into the visitor's message (`refusal`)."""
+    """`handler` (a function, or a generator function: an endpoint that streams) with any exception turned into
+    the visitor's message (`refusal`)."""
+    if inspect.isgeneratorfunction(handler):
+        @functools.wraps(handler)
+        def streamed(*args, **kwargs):
+            try:
+                yield from handler(*args, **kwargs)
+            except Exception as exc:
+                raise refusal(exc) from None
+        return streamed
+
     @functools.wraps(handler)
     def wrapped(*args, **kwargs):
         try:
             return handler(*args, **kwargs)
-        except gr.Error:
-            raise
         except Exception as exc:
             raise refusal(exc) from None
     return wrapped

@@ -18,14 +18,12 @@ from gradio.utils import get_upload_folder
 
 from tempo import analysis
 from tempo.analysis import SegmentLook
-from tempo.cache import VideoCache, VideoKey
-from tempo.config import Limits, RunConfig, SamplingConfig
+from tempo.config import Limits, RunConfig, SamplingConfig, Strategy
+from tempo.engine import Answers, Compressed, Compression, VideoCache, VideoKey, checked, serve
 from tempo.errors import InputError, TempoError
 from tempo.events import Event, Finished
 from tempo.model import TempoModel
-from tempo.pipeline import Answers, Compressed, serve
 from tempo.render.report import Asked, Truth, write_report
-from tempo.stages import CompressedVideo, checked
 from tempo.synthetic import Question, is_correct
 
 from .device import Device, on_device
@@ -112,7 +110,7 @@ def label(config: RunConfig, budget: int) -> str:
     """A run's allocation in a few words, e.g. "ata · 1,024 tokens · k_min 4 · head" (`budget`: the one in effect,
     the checkpoint's where the config leaves it open)."""
     allocation = config.allocation
-    if allocation.strategy == "off":
+    if allocation.strategy == Strategy.OFF:
         return "no compression"
     return f"{allocation.strategy} · {budget:,} tokens · k_min {allocation.k_min} · {allocation.truncation}"
 
@@ -174,7 +172,7 @@ class Server:
         and made a Request; `no_compression` keeps every memory token whatever the strategy says."""
         config = RunConfig(limits=self.limits).with_settings(values, self.model.spec)
         if no_compression:
-            config = config.with_settings({"strategy": "off"})
+            config = config.with_settings({"strategy": Strategy.OFF.value})
         config, question = checked(self.model, question, config)
         path = self.visitor_video(video)
         example = next((e for e in self.examples if Path(e.video).name == Path(path).name
@@ -191,8 +189,8 @@ class Server:
 
     # ---------------------------------------------------------------------------------------------- the work
 
-    def run(self, request: Request, answers: Answers | None = None) -> Iterator[Event | Compressed]:
-        """`request` through the model: its events and its `Compressed`, one answer per config in `answers`
+    def run(self, request: Request, answers: Answers | None = None) -> Iterator[Event]:
+        """`request` through the model: its events (`Compressed` among them), one answer per config in `answers`
         (default: the request's own)."""
         answers = (request.config,) if answers is None else answers
         return serve(self.model, request.video, request.question, request.config, answers, self.cache,
@@ -220,20 +218,20 @@ class Server:
 
         return answers(self.run(request, budgets))
 
-    def compression(self, request: Request) -> CompressedVideo:
+    def compression(self, request: Request) -> Compression:
         """The request's compression: from the cache (no trip to the accelerator) once the question was asked."""
-        with contextlib.closing(self.run(request, ())) as items:
-            for item in items:
-                if isinstance(item, Compressed):
-                    return item.video
+        with contextlib.closing(self.run(request, ())) as events:
+            for event in events:
+                if isinstance(event, Compressed):
+                    return event.compression
         raise TempoError("The compressor ended without a compression.")
 
     def segment(self, request: Request, index: object) -> SegmentLook:
         """Segment `index` (0-based) as this request's run sees it; its frames are decoded again."""
         if isinstance(index, bool) or not isinstance(index, (int, float)) or not float(index).is_integer():
             raise InputError(f"The segment must be a whole number (got {index!r}).")
-        compressed = self.compression(request)
-        return analysis.look_at_segment(self.model, request.video, compressed.plan, compressed.relevance,
+        compression = self.compression(request)
+        return analysis.look_at_segment(self.model, request.video, compression.plan, compression.relevance,
                                         request.config, int(index))
 
 

@@ -1,11 +1,10 @@
 """Tempo: query-aware long-video compression with a small VLM, and the answer a decoder gives from it."""
 
-from .cache import VideoCache
 from .config import AllocationConfig, GenerationConfig, Limits, RunConfig, SamplingConfig
 from .errors import InputError, ModelError, ResourceError, TempoError, VideoError
 from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed, VideoProbed
 from .model import DEFAULT_MODEL, TempoModel, from_pretrained
-from .pipeline import answer, run
+from .engine import VideoCache, answer, run
 
 __all__ = [
     "AllocationConfig", "GenerationConfig", "Limits", "RunConfig", "SamplingConfig",

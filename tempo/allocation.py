@@ -6,6 +6,7 @@ Every function here is pure: relevance scores and settings in, token counts (or 
 from __future__ import annotations
 
 import random
+from enum import Enum
 from typing import Sequence
 
 import torch
@@ -13,16 +14,29 @@ import torch
 from .errors import InputError
 
 FLAT_SCORE_RANGE = 1e-8
-STRATEGIES = {  # name: what it does (the app's label); every strategy but "off" keeps to the budget
-    "ata": "ATA (adaptive, the paper's)",
-    "uniform": "uniform share",
-    "topk": "top-k segments",
-    "random": "random segments",
-    "adversarial": "least relevant (adversarial)",
-    "off": "off (every memory token)",
+
+
+class Strategy(str, Enum):
+    """How the budget is shared between segments (a setting's value is the strategy's; it compares equal)."""
+
+    ATA = "ata"
+    UNIFORM = "uniform"
+    TOPK = "topk"
+    RANDOM = "random"
+    ADVERSARIAL = "adversarial"
+    OFF = "off"  # no compression: every memory token, whatever the budget
+
+
+STRATEGIES = {  # value: what it does (the app's label); every strategy but "off" keeps to the budget
+    Strategy.ATA.value: "ATA (adaptive, the paper's)",
+    Strategy.UNIFORM.value: "uniform share",
+    Strategy.TOPK.value: "top-k segments",
+    Strategy.RANDOM.value: "random segments",
+    Strategy.ADVERSARIAL.value: "least relevant (adversarial)",
+    Strategy.OFF.value: "off (every memory token)",
 }
 TRUNCATIONS = {"head": "head (first k tokens)", "tail": "tail (last k tokens)", "merge": "merge (average)"}
-ONE_PER_SEGMENT = ("ata", "uniform")  # strategies that give every segment at least one token
+ONE_PER_SEGMENT = (Strategy.ATA, Strategy.UNIFORM)  # strategies that give every segment at least one token
 
 
 def check_budget(num_segments: int, budget: int, strategy: str = "ata", segment_frames: int | None = None) -> None:
@@ -72,11 +86,11 @@ def allocate(relevance: Sequence[float], budget: int, k_min: int, k_max: int,
     choice, or the least relevant -- and nothing for the rest. off: every memory token, budget ignored.
     """
     n = len(relevance)
-    if strategy == "ata":
+    if strategy == Strategy.ATA:
         return adaptive_token_allocation(relevance, budget, k_min, k_max)
-    if strategy == "off":
+    if strategy == Strategy.OFF:
         return [k_max] * n
-    if strategy == "uniform":
+    if strategy == Strategy.UNIFORM:
         check_budget(n, budget, strategy)
         return [min(k_max, budget // n)] * n
     if strategy not in STRATEGIES:
@@ -84,9 +98,9 @@ def allocate(relevance: Sequence[float], budget: int, k_min: int, k_max: int,
     kept_count = min(n, max(1, budget // k_max))
     per_segment = min(k_max, budget // kept_count)
     by_relevance = sorted(range(n), key=lambda i: relevance[i])
-    if strategy == "topk":
+    if strategy == Strategy.TOPK:
         kept = by_relevance[n - kept_count:]
-    elif strategy == "adversarial":
+    elif strategy == Strategy.ADVERSARIAL:
         kept = by_relevance[:kept_count]
     else:
         kept = random.Random(seed).sample(range(n), kept_count)

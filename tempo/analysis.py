@@ -13,15 +13,15 @@ from typing import Sequence
 
 import numpy as np
 
-from .cache import VideoCache, default_cache
+from .allocation import Strategy
 from .config import Limits, RunConfig
+from .engine import (Compressed, Compression, VideoCache, allocate_tokens, checked, default_cache,
+                     out_of_memory_as_error, respond, serve)
 from .errors import InputError, TempoError
 from .events import Finished, SegmentSummary
 from .model import TempoModel
-from .pipeline import Compressed, serve
-from .stages import CompressedVideo, allocate_tokens, checked, out_of_memory_as_error, respond
 from .timing import StageTimer
-from .video import SamplingPlan, open_video, plan_sampling
+from .video import SamplingPlan, open_video
 from .video.patches import fit_long_edge
 
 SWEEP_BUDGETS = 6  # rows of a budget sweep
@@ -29,22 +29,21 @@ SEGMENT_FRAME_EDGE = 320  # long edge of the frames shown for one segment
 
 
 def compression(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig,
-                cache: VideoCache | None = None) -> CompressedVideo:
+                cache: VideoCache | None = None) -> Compression:
     """`question` about `video` through the compressor (or from the cache), without answering."""
     config, question = checked(model, question, config)
     cache = default_cache(model) if cache is None else cache
-    with out_of_memory_as_error():
-        for item in serve(model, video, question, config, (), cache):
-            if isinstance(item, Compressed):
-                return item.video
+    for event in serve(model, video, question, config, (), cache):
+        if isinstance(event, Compressed):
+            return event.compression
     raise TempoError("The compressor ended without a compression.")
 
 
-def reanswer(model: TempoModel, compressed: CompressedVideo, config: RunConfig) -> Finished:
-    """Allocate and answer `compressed` again under `config` (its sampling must be the compression's)."""
+def reanswer(model: TempoModel, compression: Compression, config: RunConfig) -> Finished:
+    """Allocate and answer `compression` again under `config` (its sampling must be the compression's)."""
     config.validate(model.spec)
     with out_of_memory_as_error():
-        *_, finished = respond(model, compressed, config, StageTimer())
+        *_, finished = respond(model, compression, config, StageTimer())
     return finished
 
 
@@ -65,16 +64,9 @@ def sweep_configs(config: RunConfig, num_segments: int, k_max: int,
     budgets = budgets or sweep_budgets(num_segments, k_max)
     rows = []
     for budget in budgets:
-        strategy = "off" if budget >= num_segments * k_max else config.allocation.strategy
+        strategy = Strategy.OFF.value if budget >= num_segments * k_max else config.allocation.strategy
         rows.append(replace(config, allocation=replace(config.allocation, budget=budget, strategy=strategy)))
     return rows
-
-
-def budget_sweep(model: TempoModel, compressed: CompressedVideo, config: RunConfig,
-                 budgets: list[int] | None = None) -> list[Finished]:
-    """`sweep_configs` of `config` over one compression, each with its answer."""
-    rows = sweep_configs(config, len(compressed.relevance), model.spec.num_memory_tokens, budgets)
-    return [reanswer(model, compressed, row) for row in rows]
 
 
 def usable(answer: str) -> bool:
@@ -166,7 +158,7 @@ def segment_frames(video: str | os.PathLike, plan: SamplingPlan, index: int, lon
     isolate decoding, the file already went through PyAV in a child process; PyAV alone reads it here, the same
     way, not decord."""
     if not 0 <= index < len(plan.segments):
-        raise IndexError(f"segment {index} is outside 0..{len(plan.segments) - 1}")
+        raise InputError(f"This video has segments 0 to {len(plan.segments) - 1} (got {index}).")
     window = plan.segments[index]
     reader = open_video(video, keyframes_only=plan.keyframes_only, long_edge=long_edge,
                         decord=not limits.isolate_decoding, max_pixels=limits.max_frame_pixels)
@@ -176,13 +168,3 @@ def segment_frames(video: str | os.PathLike, plan: SamplingPlan, index: int, lon
         reader.close()
     frames = fit_long_edge(np.stack(decoded), long_edge)
     return SegmentFrames(index, list(frames), [plan.frame_times[i] for i in window])
-
-
-def sampling_plan(video: str | os.PathLike, config: RunConfig) -> SamplingPlan:
-    """The plan a run with `config` samples `video` by (the file is only probed)."""
-    reader = open_video(video, keyframes_only=config.sampling.fast_seek, long_edge=config.sampling.long_edge)
-    try:
-        return plan_sampling(reader, config.sampling)
-    finally:
-        reader.close()
-

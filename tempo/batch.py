@@ -14,26 +14,26 @@ import logging
 import math
 import os
 import re
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from .cache import VideoCache
 from .config import BATCH, RunConfig, settings
 from .errors import InputError, TempoError
 
 from .model import CheckpointSpec, TempoModel
-from .pipeline import run
+from .engine import VideoCache, run
 from .render.progress import RunProgress
 from .render.report import Asked, write_report
+from .render.terminal import ProgressLine
 
 RESULT_KEYS = ("id", "video", "question")
+BAR = 24  # characters of a batch's progress bar
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class Job:
+class BatchJob:
     """One line of a jobs file: which video, which question, and the settings that differ from the batch's."""
 
     id: str
@@ -41,6 +41,20 @@ class Job:
     question: str
     settings: dict[str, object] = field(default_factory=dict)
     extra: dict[str, object] = field(default_factory=dict)  # copied to the result as they are
+
+
+@dataclass(frozen=True)
+class JobError:
+    """A line of a jobs file that is no job, or a job that failed: its result line says why."""
+
+    id: str
+    error: str
+
+    def line(self) -> dict:
+        return {"id": self.id, "error": self.error}
+
+
+Jobs = list["BatchJob | JobError"]  # a jobs file's lines, in order
 
 
 @dataclass
@@ -57,8 +71,8 @@ class Summary:
                 f"{self.failed} failed")
 
 
-def read_jobs(path: str | os.PathLike) -> list[Job | dict]:
-    """The jobs of a JSON Lines file, in order; a line that is not a job becomes its `{"id", "error"}` result."""
+def read_jobs(path: str | os.PathLike) -> Jobs:
+    """The jobs of a JSON Lines file, in order; a line that is not a job becomes its `JobError`."""
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -66,7 +80,7 @@ def read_jobs(path: str | os.PathLike) -> list[Job | dict]:
         raise InputError(f"No jobs file at {path}.") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"Cannot read the jobs file {path}: {exc}.") from None
-    jobs: list[Job | dict] = []
+    jobs: Jobs = []
     first_line: dict[str, int] = {}
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -74,17 +88,16 @@ def read_jobs(path: str | os.PathLike) -> list[Job | dict]:
         try:
             job = parse_job(line, path.parent)
         except InputError as exc:
-            job = {"id": _line_id(line, number), "error": str(exc)}
-        job_id = job.id if isinstance(job, Job) else job["id"]
-        if job_id in first_line:  # results are matched to jobs by id: a repeated id makes them ambiguous
-            raise InputError(f"{path.name}: the id {job_id!r} is on lines {first_line[job_id]} and {number}; "
+            job = JobError(_line_id(line, number), str(exc))
+        if job.id in first_line:  # results are matched to jobs by id: a repeated id makes them ambiguous
+            raise InputError(f"{path.name}: the id {job.id!r} is on lines {first_line[job.id]} and {number}; "
                              "ids must be unique.")
-        first_line[job_id] = number
+        first_line[job.id] = number
         jobs.append(job)
     return jobs
 
 
-def parse_job(line: str, directory: Path) -> Job:
+def parse_job(line: str, directory: Path) -> BatchJob:
     try:
         entry = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -100,7 +113,7 @@ def parse_job(line: str, directory: Path) -> Job:
     chosen = {key: value for key, value in entry.items() if key in keys}
     extra = {key: value for key, value in entry.items() if key not in RESULT_KEYS and key not in keys}
     video = entry["video"] if os.path.isabs(entry["video"]) else str(directory / entry["video"])
-    return Job(str(entry["id"]), video, entry["question"], chosen, extra)
+    return BatchJob(str(entry["id"]), video, entry["question"], chosen, extra)
 
 
 def _line_id(line: str, number: int) -> str:
@@ -113,24 +126,18 @@ def _line_id(line: str, number: int) -> str:
     return f"line {number}"
 
 
-def job_config(job: Job, base: RunConfig, spec: CheckpointSpec) -> RunConfig:
+def job_config(job: BatchJob, base: RunConfig, spec: CheckpointSpec) -> RunConfig:
     """`base` with the job's own settings, checked by the settings table for this checkpoint."""
     return base.with_settings(job.settings, spec)
 
 
-def job_id(job: Job | dict) -> str:
-    """A job's id, or the id of a line that was not a job."""
-    return job.id if isinstance(job, Job) else job["id"]
-
-
-def pending_jobs(jobs: list[Job | dict], output: Path) -> list[Job | dict]:
+def pending_jobs(jobs: Jobs, output: Path) -> Jobs:
     """The jobs `output` has not answered yet, in order: what a run (of either engine) still has to do."""
     done = answered_ids(output)
-    return [job for job in jobs if job_id(job) not in done]
+    return [job for job in jobs if job.id not in done]
 
 
-def resume(jobs: list[Job | dict], output: Path,
-           reports: str | os.PathLike | None) -> tuple[Summary, list[Job | dict]]:
+def resume(jobs: Jobs, output: Path, reports: str | os.PathLike | None) -> tuple[Summary, Jobs]:
     """How a run of either engine starts: the jobs still to do, a summary that counts the ones already answered,
     and the reports folder made."""
     pending = pending_jobs(jobs, output)
@@ -159,28 +166,12 @@ def answered_ids(output: Path) -> set[str]:
     return ids
 
 
-class ProgressBar:
-    """Jobs done so far and an ETA on stderr: one rewritten line on a terminal, a line per job otherwise."""
-
-    width = 24
-
-    def __init__(self, stream: TextIO, total: int):
-        self.stream, self.total, self.done = stream, total, 0
-        self.started = time.perf_counter()
-        self.tty = stream.isatty()
-
-    def update(self, job_id: str, outcome: str) -> None:
-        self.done += 1
-        elapsed = time.perf_counter() - self.started
-        eta = elapsed / self.done * (self.total - self.done)
-        filled = math.floor(self.width * self.done / max(1, self.total))
-        line = (f"batch {self.done}/{self.total} [{'#' * filled}{'.' * (self.width - filled)}] "
-                f"{elapsed:5.0f}s elapsed, ETA {eta:4.0f}s  {job_id}: {outcome}")
-        if self.tty:
-            self.stream.write("\r" + line[:160].ljust(160) + ("\n" if self.done == self.total else ""))
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
+def job_done(progress: ProgressLine, job_id: str, outcome: str) -> None:
+    """A batch's progress after a job: jobs done, a bar, time so far and to go, and how the job went."""
+    done = progress.done + 1
+    filled = math.floor(BAR * done / max(1, progress.total))
+    progress.show(done, f"batch {done}/{progress.total} [{'#' * filled}{'.' * (BAR - filled)}] "
+                        f"{progress.elapsed():5.0f}s elapsed, ETA {progress.eta(done):4.0f}s  {job_id}: {outcome}")
 
 
 def report_name(job_id: str) -> str:
@@ -188,7 +179,7 @@ def report_name(job_id: str) -> str:
     return (re.sub(r"[^A-Za-z0-9._-]+", "_", job_id).strip("._") or "job") + ".html"
 
 
-def run_job(model: TempoModel, job: Job, config: RunConfig, cache: VideoCache) -> RunProgress:
+def run_job(model: TempoModel, job: BatchJob, config: RunConfig, cache: VideoCache) -> RunProgress:
     """One job to its `Finished` event, folded into the progress its report is made from."""
     progress = RunProgress()
     for event in run(model, job.video, job.question, config, cache):
@@ -198,43 +189,43 @@ def run_job(model: TempoModel, job: Job, config: RunConfig, cache: VideoCache) -
     return progress
 
 
-def run_batch(model: TempoModel, jobs: list[Job | dict], output: str | os.PathLike, base: RunConfig, err: TextIO,
+def run_batch(model: TempoModel, jobs: Jobs, output: str | os.PathLike, base: RunConfig, err: TextIO,
               reports: str | os.PathLike | None = None) -> Summary:
     """Answer every job not already in `output`, appending one line each; returns what happened."""
     output = Path(output)
     summary, pending = resume(jobs, output, reports)
     cache = VideoCache()  # questions about the same video reuse its decoded frames and vision features
-    progress = ProgressBar(err, len(pending))
+    progress = ProgressLine(err, len(pending))
     with output.open("a", encoding="utf-8") as results:
         for job in pending:
-            if isinstance(job, dict):  # a line that was not a job
-                line, outcome = job, "error: " + job["error"]
+            if isinstance(job, JobError):  # a line that was not a job
+                line, outcome = job.line(), "error: " + job.error
             else:
                 line, outcome = answer_job(model, job, base, cache, reports)
             record(results, line, outcome, summary, progress)
     return summary
 
 
-def record(results: TextIO, line: dict, outcome: str, summary: Summary, progress: ProgressBar) -> None:
+def record(results: TextIO, line: dict, outcome: str, summary: Summary, progress: ProgressLine) -> None:
     """One job's result line appended to the output at once (what a rerun resumes from), and counted."""
     summary.failed += "error" in line
     summary.answered += "error" not in line
     results.write(json.dumps(line, ensure_ascii=False) + "\n")
     results.flush()
-    progress.update(str(line["id"]), outcome)
+    job_done(progress, str(line["id"]), outcome)
 
 
-def answer_job(model: TempoModel, job: Job, base: RunConfig, cache: VideoCache,
+def answer_job(model: TempoModel, job: BatchJob, base: RunConfig, cache: VideoCache,
                reports: str | os.PathLike | None) -> tuple[dict, str]:
     """A job's result line and how it went; a failure becomes an `{"id", "error"}` line."""
     try:
         progress = run_job(model, job, job_config(job, base, model.spec), cache)
     except (TempoError, OSError) as exc:
-        return {"id": job.id, "error": str(exc)}, "error: " + str(exc)
+        return JobError(job.id, str(exc)).line(), "error: " + str(exc)
     except Exception as exc:  # a bug on one job must not cost the others their answers
         log.exception("job %s failed", job.id)
         message = f"Unexpected {type(exc).__name__}: {exc}"
-        return {"id": job.id, "error": message}, "error: " + message
+        return JobError(job.id, message).line(), "error: " + message
     result = progress.finished
     if reports:
         write_report(Asked(job.question, progress), Path(reports, report_name(job.id)), model=model.spec.name)

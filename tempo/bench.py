@@ -29,13 +29,11 @@ import psutil
 import torch
 from PIL import Image
 
-from .cache import EncodedSegment, VideoCache
 from .config import GenerationConfig, RunConfig, SamplingConfig
 from .events import AllocationDone, Finished, SegmentCompressed
+from .engine import Compression, EncodedSegment, VideoCache, compress_batch, open_decoder, respond, run
 from .model import TempoModel, from_pretrained
 from .video.patches import PatchGeometry, clip_size, frame_size, normalize, patchify, resize_frames
-from .pipeline import run
-from .stages import CompressedVideo, compress_batch, open_decoder, respond
 from .timing import StageTimer
 from .video import VideoInfo, long_edge_size, open_video, sandbox, uniform_plan
 from .video.segments import video_plan
@@ -164,8 +162,8 @@ def reference_answer(model: TempoModel, path: str, question: str, config: RunCon
     memories, relevance = compress_batch(model, segments, question, plan, StageTimer())
     first_result = time.perf_counter() - started
     probed, _ = video_plan(open_video(path), config.sampling)
-    compressed = CompressedVideo(question, probed, plan, list(memories), relevance)
-    finished = list(respond(model, compressed, config, StageTimer()))[-1]
+    compression = Compression(question, probed, plan, list(memories), relevance)
+    finished = list(respond(model, compression, config, StageTimer()))[-1]
     return {"first_segment_s": first_result, "total_s": time.perf_counter() - started, "answer": finished.answer,
             "tokens": [s.tokens for s in finished.segments]}
 

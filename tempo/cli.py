@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import sys
-import time
 from typing import TextIO
 
 from . import batch as batch_module
@@ -18,12 +17,13 @@ from .config import CLI, Limits, RunConfig, settings
 from .errors import InputError, TempoError
 from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed, VideoProbed
 from .model import CheckpointSpec
-from .pipeline import run
-from .stages import check_question
+from .engine import check_question, run
 from .render import figures as figures_module
 from .render.progress import RunProgress
+from .render.terminal import ProgressLine
 from .render.report import Asked, write_report
-from .render.text import clock, timings_text
+from .render.text import timings_text
+from .times import clock
 
 BAR = " ▁▂▃▄▅▆▇█"
 
@@ -34,27 +34,11 @@ def sparkline(values: list[float]) -> str:
     return "".join(BAR[min(len(BAR) - 1, round(v / top * (len(BAR) - 1)))] for v in values)
 
 
-class Progress:
-    """Segment progress on stderr: one rewritten line on a terminal, a line per 10% otherwise."""
-
-    def __init__(self, stream: TextIO):
-        self.stream = stream
-        self.tty = stream.isatty()
-        self.started = time.perf_counter()
-        self.last_decile = -1
-
-    def segment(self, event: SegmentCompressed) -> None:
-        done = event.index + 1
-        elapsed = time.perf_counter() - self.started
-        eta = elapsed / done * (event.num_segments - done)
-        line = (f"compressing {done}/{event.num_segments} segments  [{clock(event.start, 1)}-{clock(event.end, 1)}] "
-                f"relevance {event.relevance:.3f}  ETA {eta:4.0f}s")
-        if self.tty:
-            self.stream.write("\r" + line + ("\n" if done == event.num_segments else ""))
-        elif done * 10 // event.num_segments > self.last_decile or done == event.num_segments:
-            self.last_decile = done * 10 // event.num_segments
-            self.stream.write(line + "\n")
-        self.stream.flush()
+def segment_done(progress: ProgressLine, event: SegmentCompressed) -> None:
+    """The command line's progress after a segment: how far, where in the video, its relevance and the time to go."""
+    done = event.index + 1
+    progress.show(done, f"compressing {done}/{event.num_segments} segments  [{clock(event.start, 1)}-"
+                        f"{clock(event.end, 1)}] relevance {event.relevance:.3f}  ETA {progress.eta(done):4.0f}s")
 
 
 class UsageError(Exception):
@@ -146,15 +130,16 @@ def infer(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     check_question(args.query, limits.max_question_chars)  # before the (slow) model load
     model = tempo_model.from_pretrained(args.model, base=args.base, device=args.device, dtype=args.dtype)
     config = run_config(args, limits, model.spec)
-    progress, run_progress = Progress(err), RunProgress()
+    progress, run_progress = None, RunProgress()
     for event in run(model, args.video, args.query, config):
         run_progress.update(event)
         if isinstance(event, VideoProbed):
             err.write(f"{os.path.basename(event.path)}: {clock(event.duration, 1)} at {event.native_fps:.2f} fps, "
                       f"{event.width}x{event.height} -> {event.sampled_frames} frames, "
                       f"{event.num_segments} segments\n")
+            progress = ProgressLine(err, event.num_segments, every=0.1)
         elif isinstance(event, SegmentCompressed):
-            progress.segment(event)
+            segment_done(progress, event)
         elif isinstance(event, AllocationDone):
             err.write(f"tokens per segment {sparkline(event.tokens)}  {event.tokens_used}/{event.budget} used "
                       f"({event.strategy}, k_min {event.k_min}, k_max {event.k_max})\n")

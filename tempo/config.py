@@ -12,8 +12,9 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Protocol
 
-from .allocation import STRATEGIES, TRUNCATIONS
+from .allocation import STRATEGIES, TRUNCATIONS, Strategy
 from .errors import InputError
+from .times import clock_said, clock_seconds, quoted
 
 
 class Checkpoint(Protocol):
@@ -43,7 +44,7 @@ class AllocationConfig:
 
     budget: int | None = None  # None: the checkpoint's visual_token_budget (8192 for Tempo-6B)
     k_min: int = 4
-    strategy: str = "ata"  # one of allocation.STRATEGIES
+    strategy: str = Strategy.ATA.value  # a value of allocation.Strategy
     truncation: str = "head"  # one of allocation.TRUNCATIONS
     seed: int = 0  # for the "random" strategy
 
@@ -123,9 +124,6 @@ class RunConfig:
         start, end = self.sampling.start, self.sampling.end
         if start is not None and end is not None and end <= start:
             raise InputError(f"The range ends ({clock_said(end)}) before it starts ({clock_said(start)}).")
-        top_p = self.generation.top_p
-        if isinstance(top_p, bool) or not (isinstance(top_p, (int, float)) and 0.0 < top_p <= 1.0):
-            raise InputError(f"top_p must be in (0, 1] (got {top_p!r}).")
 
     def with_settings(self, values: Mapping[str, object], spec: Checkpoint | None = None) -> "RunConfig":
         """This config with `values` (setting name: value, from a page, an API call, a command line or a job), each
@@ -211,65 +209,23 @@ class Setting:
                 return None
         if self.choices is not None:
             if not isinstance(value, str) or value not in self.choices:
-                raise InputError(f"{self.label} must be one of {', '.join(self.choices)} (got {_shown(value)}).")
+                raise InputError(f"{self.label} must be one of {', '.join(self.choices)} (got {quoted(value)}).")
             return value
         if self.kind is bool:
             if not isinstance(value, bool):
-                raise InputError(f"{self.label} must be true or false (got {_shown(value)}).")
+                raise InputError(f"{self.label} must be true or false (got {quoted(value)}).")
             return value
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise InputError(f"{self.label} must be a number (got {_shown(value)}).")
+            raise InputError(f"{self.label} must be a number (got {quoted(value)}).")
         if not math.isfinite(value):
-            raise InputError(f"{self.label} must be a finite number (got {_shown(value)}).")
+            raise InputError(f"{self.label} must be a finite number (got {quoted(value)}).")
         if self.kind is int and not (isinstance(value, int) if exact else float(value).is_integer()):
-            raise InputError(f"{self.label} must be a whole number (got {_shown(value)}).")
+            raise InputError(f"{self.label} must be a whole number (got {quoted(value)}).")
         low, high = self.bounds(spec)
         if not low <= value <= high:
             side = f"less than minimum {low:g}" if value < low else f"greater than maximum {high:g}"
             raise InputError(f"{self.label} {value:g} is {side} (allowed range {low:g}–{high:g}).")
         return int(value) if self.kind is int else float(value)
-
-
-def clock(seconds: float, decimals: int = 0) -> str:
-    """Video time as mm:ss, or h:mm:ss past the hour; `decimals` adds fractions of a second (mm:ss.s)."""
-    total = round(max(0.0, seconds), decimals)
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    text = f"{int(minutes):02d}:{secs:0{3 + decimals if decimals else 2}.{decimals}f}"
-    return f"{int(hours)}:{text}" if hours else text
-
-
-def clock_said(seconds: float) -> str:
-    """A time in a message, as the time settings take it: mm:ss, with tenths where it has them."""
-    return clock(seconds, 0 if float(seconds).is_integer() else 1)
-
-
-def clock_seconds(value: object, label: str) -> object:
-    """A time as given (seconds, "m:ss" or "h:mm:ss"; None or "" for none) in seconds; anything else as it came,
-    for the range check to explain, or an InputError for text that is no time."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    parts = text.split(":")
-    try:
-        if len(parts) > 3 or (len(parts) > 1 and any(not p.strip().isdigit() for p in parts[:-1])):
-            raise ValueError
-        seconds = float(parts[-1])
-        if len(parts) > 1 and not 0 <= seconds < 60:
-            raise ValueError
-        for place, part in enumerate(reversed(parts[:-1])):
-            seconds += int(part) * 60 ** (place + 1)
-    except ValueError:
-        raise InputError(f"{label} must be a time such as 12:00, 1:02:03 or 720 seconds (got {_shown(value)}).") \
-            from None
-    return seconds
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -285,6 +241,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("temperature", "generation", float, "Temperature", "0 = greedy", 0, 2, step=0.05),
     Setting("max_new_tokens", "generation", int, "Max new tokens", "the longest answer, in tokens", 1, 2048,
             unit="tokens"),
+    Setting("top_p", "generation", float, "Top-p", "when sampling, draw from the likeliest tokens that make up this "
+            "share of the probability", 0.01, 1, step=0.01, surfaces=frozenset({CLI, BATCH})),
     Setting("fast_seek", "sampling", bool, "Fast seek",
             "decode key frames only: an hour in seconds, but not the released sampling", surfaces=frozenset({CLI, BATCH})),
     Setting("start", "sampling", float, "From", "analyse the video from this time (m:ss or seconds; empty: the "

@@ -27,17 +27,17 @@ import numpy as np
 import torch
 from safetensors.torch import load, load_file
 
-from .allocation import adaptive_token_allocation, allocate
+from .allocation import Strategy, adaptive_token_allocation, allocate
 from .config import AllocationConfig, GenerationConfig, RunConfig, SamplingConfig
-from .errors import InputError
+from .errors import InputError, TempoError
 from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed
 from .model import TempoModel, from_pretrained
 from .model.modeling import DTYPES
 from .video.patches import normalize
-from .pipeline import run
-from .stages import compress_batch, encode_batch, micro_batches
+from .engine import compress_batch, encode_batch, micro_batches, run
 from .timing import StageTimer
-from .video.segments import prepare_segments
+from .video import SamplingPlan
+from .video.segments import PreparedSegment, prepare_segments
 from .model.prompts import decoder_prompt_ids, segment_prompt_ids, time_tag
 from .video import open_video, uniform_plan
 
@@ -179,40 +179,93 @@ def _pixel_checks(case: dict, tensors: dict, rows: torch.Tensor, model: TempoMod
         report.check(name, "pixels_uint8", equal, detail)
 
 
+@dataclass
+class Case:
+    """One recorded case: its settings and scalar results (`case.json`), its tensors, and where its video is."""
+
+    name: str
+    recorded: dict
+    tensors: dict[str, torch.Tensor]
+    video: str
+
+    @classmethod
+    def read(cls, directory: str, name: str) -> "Case":
+        case_dir = os.path.join(directory, "cases", name)
+        with open(os.path.join(case_dir, "case.json")) as f:
+            recorded = json.load(f)
+        return cls(name, recorded, load_file(os.path.join(case_dir, "tensors.safetensors")),
+                   os.path.join(directory, "videos", recorded["video"]))
+
+    @property
+    def query(self) -> str:
+        return self.recorded["query"]
+
+    @property
+    def sampling(self) -> SamplingConfig:
+        recorded = self.recorded
+        return SamplingConfig(fps=recorded["video_fps"], max_frames=recorded["max_frames"], min_frames=4,
+                              segment_frames=recorded["frame_windows"])
+
+    @property
+    def strategy(self) -> str:
+        return Strategy.ATA.value if self.recorded["dynamic_compress"] else Strategy.OFF.value
+
+    def expected_tokens(self, k_max: int, segments: int) -> list[int]:
+        return self.tensors["allocations"].tolist() if "allocations" in self.tensors else [k_max] * segments
+
+
 def check_case(directory: str, name: str, model: TempoModel, report: Report) -> None:
-    case_dir = os.path.join(directory, "cases", name)
-    with open(os.path.join(case_dir, "case.json")) as f:
-        case = json.load(f)
-    tensors = load_file(os.path.join(case_dir, "tensors.safetensors"))
-    query = case["query"]
-    video = os.path.join(directory, "videos", case["video"])
-    segment_frames = case["frame_windows"]
-    sampling = SamplingConfig(fps=case["video_fps"], max_frames=case["max_frames"], min_frames=4,
-                              segment_frames=segment_frames)
-    if any(token in query for token in MARKUP) or not query.strip():
+    """Every recorded quantity of one case: sampling and pixels, the compressor, the allocation, the decoder, and
+    the same question through the public pipeline."""
+    case = Case.read(directory, name)
+    if any(token in case.query for token in MARKUP) or not case.query.strip():
         report.check(name, "query", True, "deliberate difference: markup in a question is plain text here / "
                                           "an empty question is refused; prompt-dependent values not compared")
         return
+    plan, segments = check_sampling(case, model, directory, report)
+    memories, relevance = check_compressor(case, model, plan, segments, report)
+    budget = case.recorded["visual_token_budget"]
+    if case.strategy == Strategy.ATA and budget < len(segments):
+        report.check(name, "allocations", True, "deliberate difference: budget below the segment count is refused")
+        return
+    expected = case.expected_tokens(model.spec.num_memory_tokens, len(segments))
+    tokens = allocate(relevance, budget, case.recorded["k_min"], model.spec.num_memory_tokens, case.strategy)
+    report.exact(name, "allocations", tokens, expected)
+    # In bf16 the decoder is checked on the recorded allocation, whatever rounding made of ours.
+    check_decoder(case, model, plan, memories, expected if report.reduced else tokens, report)
+    if importlib.util.find_spec("av") is None:  # the pipeline reads the file's headers with PyAV first
+        report.check(name, "run", True, "skipped: PyAV is not installed here (the pipeline probes headers with it)")
+        return
+    check_pipeline(case, model, expected, report)
 
-    # Sampling, segmentation, pixels.
-    reader = open_video(video)
+
+def check_sampling(case: Case, model: TempoModel, directory: str,
+                   report: Report) -> tuple[SamplingPlan, list[PreparedSegment]]:
+    """The video's frame count and rate, the sampled frames, the segments and their pixels."""
+    name, recorded = case.name, case.recorded
+    reader = open_video(case.video)
     info = reader.info
-    report.exact(name, "video_total_frames", info.total_frames, case["video_total_frames"])
-    report.check(name, "video_avg_fps", abs(info.native_fps - case["video_avg_fps"]) < 1e-9,
-                 f"{info.native_fps} vs {case['video_avg_fps']}")
-    plan = uniform_plan(info, sampling)
-    report.exact(name, "frame_indices", plan.frame_indices, case["sampled_frame_indices"])
-    report.check(name, "real_fps", abs(plan.real_fps - case["real_fps"]) < 1e-9,
-                 f"{plan.real_fps!r} vs {case['real_fps']!r}")
-    report.exact(name, "segment_num_frames", [len(w) for w in plan.segments], case["segment_num_frames"])
-    timer = StageTimer()
-    segments = list(prepare_segments(video, reader, plan, sampling, model.geometry, timer))
-    report.exact(name, "video_grid_thw", [list(s.grid) for s in segments], case["video_grid_thw"])
-    _pixel_checks(case, tensors, torch.cat([s.pixel_rows for s in segments]), model, directory, name, report)
+    report.exact(name, "video_total_frames", info.total_frames, recorded["video_total_frames"])
+    report.check(name, "video_avg_fps", abs(info.native_fps - recorded["video_avg_fps"]) < 1e-9,
+                 f"{info.native_fps} vs {recorded['video_avg_fps']}")
+    plan = uniform_plan(info, case.sampling)
+    report.exact(name, "frame_indices", plan.frame_indices, recorded["sampled_frame_indices"])
+    report.check(name, "real_fps", abs(plan.real_fps - recorded["real_fps"]) < 1e-9,
+                 f"{plan.real_fps!r} vs {recorded['real_fps']!r}")
+    report.exact(name, "segment_num_frames", [len(w) for w in plan.segments], recorded["segment_num_frames"])
+    segments = list(prepare_segments(case.video, reader, plan, case.sampling, model.geometry, StageTimer()))
+    report.exact(name, "video_grid_thw", [list(s.grid) for s in segments], recorded["video_grid_thw"])
+    _pixel_checks(recorded, case.tensors, torch.cat([s.pixel_rows for s in segments]), model, directory, name,
+                  report)
+    return plan, segments
 
-    # Compressor prompts, memories, relevance.
+
+def check_compressor(case: Case, model: TempoModel, plan: SamplingPlan, segments: list[PreparedSegment],
+                     report: Report) -> tuple[list[torch.Tensor], list[float]]:
+    """The compressor's prompts, then its memories and relevance, in micro-batches of 4 as the pipeline runs it."""
+    name, tensors, timer = case.name, case.tensors, StageTimer()
     pad_id = model.compressor_tokenizer.token_id("<|endoftext|>")
-    prompts = [segment_prompt_ids(model.compressor_tokenizer, query, plan, s.index, s.grid, model.geometry)
+    prompts = [segment_prompt_ids(model.compressor_tokenizer, case.query, plan, s.index, s.grid, model.geometry)
                for s in segments]
     width = max(len(p) for p in prompts)
     report.exact(name, "svlm_input_ids", [p + [pad_id] * (width - len(p)) for p in prompts], tensors["svlm_input_ids"])
@@ -221,27 +274,19 @@ def check_case(directory: str, name: str, model: TempoModel, report: Report) -> 
     memories, relevance = [], []
     for batch in micro_batches(segments, 4):
         batch = encode_batch(model, batch, timer)
-        batch_memories, batch_relevance = compress_batch(model, batch, query, plan, timer)
+        batch_memories, batch_relevance = compress_batch(model, batch, case.query, plan, timer)
         memories += list(batch_memories)
         relevance += batch_relevance
     report.close(name, "compressed_features", torch.stack(memories), tensors["compressed_features"], TENSOR_ATOL)
-    k_max = model.spec.num_memory_tokens
-    if case["dynamic_compress"]:
+    if case.strategy == Strategy.ATA:
         report.close(name, "relevance", torch.tensor(relevance), tensors["relevance_scores"], RELEVANCE_ATOL)
-        strategy = "ata"
-    else:
-        strategy = "off"
-    budget = case["visual_token_budget"]
-    if strategy == "ata" and budget < len(segments):
-        report.check(name, "allocations", True, "deliberate difference: budget below the segment count is refused")
-        return
-    tokens = allocate(relevance, budget, case["k_min"], k_max, strategy)
-    expected_tokens = tensors["allocations"].tolist() if "allocations" in tensors else [k_max] * len(segments)
-    report.exact(name, "allocations", tokens, expected_tokens)
-    if report.reduced:  # the decoder is checked on the recorded allocation, whatever rounding made of ours
-        tokens = expected_tokens
+    return memories, relevance
 
-    # Decoder inputs.
+
+def check_decoder(case: Case, model: TempoModel, plan: SamplingPlan, memories: list[torch.Tensor],
+                  tokens: list[int], report: Report) -> None:
+    """The time tags and the decoder's prompt, its input embeddings, first logits and greedy answer."""
+    name, tensors, query = case.name, case.tensors, case.query
     tags = [model.tokenizer.markup(time_tag(t)) for t in plan.tag_times()]
     report.exact(name, "timestamp_ids", [t for tag in tags for t in tag], tensors["timestamp_ids_flat"])
     report.exact(name, "timestamp_lengths", [len(tag) for tag in tags], tensors["timestamp_lengths"])
@@ -249,33 +294,36 @@ def check_case(directory: str, name: str, model: TempoModel, report: Report) -> 
     report.exact(name, "decoder_input_ids", before + [IMAGE_TOKEN_INDEX] + after, tensors["decoder_input_ids"][0])
     with torch.inference_mode():
         embeds, _ = model.decoder_inputs(memories, tokens, "head", query, plan.tag_times(),
-                                         case["tokenizer_model_max_length"])
+                                         case.recorded["tokenizer_model_max_length"])
         logits, _ = model.decoder.prefill(embeds)
     report.close(name, "decoder_inputs_embeds", embeds, tensors["decoder_inputs_embeds"][0], TENSOR_ATOL)
     report.close(name, "first_step_logits", logits, tensors["first_step_logits"], TENSOR_ATOL)
-    greedy = GenerationConfig(max_new_tokens=case["max_new_tokens"], temperature=0.0)
+    greedy = GenerationConfig(max_new_tokens=case.recorded["max_new_tokens"], temperature=0.0)
     generated = list(model.decoder.generate(embeds, greedy, set(model.spec.stop_ids)))
-    report.exact(name, "generated_ids", generated, case["generated_token_ids"])
+    report.exact(name, "generated_ids", generated, case.recorded["generated_token_ids"])
 
-    # The same question through the public pipeline (which reads the file's headers with PyAV first).
-    if importlib.util.find_spec("av") is None:
-        report.check(name, "run", True, "skipped: PyAV is not installed here (the pipeline probes headers with it)")
-        return
-    config = RunConfig(sampling=sampling, allocation=AllocationConfig(budget=budget, k_min=case["k_min"],
-                                                                      strategy=strategy),
-                       generation=greedy,
-                       context_length=case["tokenizer_model_max_length"])
-    events = list(run(model, video, query, config))
+
+def check_pipeline(case: Case, model: TempoModel, expected_tokens: list[int], report: Report) -> None:
+    """The same question through `tempo.run`, as a user asks it."""
+    name, recorded = case.name, case.recorded
+    greedy = GenerationConfig(max_new_tokens=recorded["max_new_tokens"], temperature=0.0)
+    allocation = AllocationConfig(budget=recorded["visual_token_budget"], k_min=recorded["k_min"],
+                                  strategy=case.strategy)
+    config = RunConfig(sampling=case.sampling, allocation=allocation, generation=greedy,
+                       context_length=recorded["tokenizer_model_max_length"])
+    events = list(run(model, case.video, case.query, config))
     finished = events[-1]
-    assert isinstance(finished, Finished)
+    if not isinstance(finished, Finished):
+        raise TempoError("the pipeline ended without an answer")
     run_relevance = [e.relevance for e in events if isinstance(e, SegmentCompressed)]
     run_tokens = next(e.tokens for e in events if isinstance(e, AllocationDone))
     report.exact(name, "run:allocations", run_tokens, expected_tokens)
     report.exact(name, "run:generated_ids", [e.token_id for e in events if isinstance(e, AnswerToken)],
-                 case["generated_token_ids"])
-    report.exact(name, "run:answer", finished.answer, case["generated_text"])
-    if case["dynamic_compress"]:
-        report.close(name, "run:relevance", torch.tensor(run_relevance), tensors["relevance_scores"], RELEVANCE_ATOL)
+                 recorded["generated_token_ids"])
+    report.exact(name, "run:answer", finished.answer, recorded["generated_text"])
+    if case.strategy == Strategy.ATA:
+        report.close(name, "run:relevance", torch.tensor(run_relevance), case.tensors["relevance_scores"],
+                     RELEVANCE_ATOL)
 
 
 def check_set(directory: str, device: str = "cpu", dtype: torch.dtype = torch.float32,

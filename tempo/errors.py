@@ -19,3 +19,11 @@ class ModelError(TempoError):
 
 class ResourceError(TempoError):
     """The machine ran out of memory for this request; smaller settings may fit."""
+
+
+class OutOfMemory(ResourceError):
+    """A request ran out of GPU or host memory (`tempo.engine` raises it wherever that happens)."""
+
+    def __init__(self, message: str = "Out of memory on this video. Lower max frames, the micro-batch or the budget, "
+                                      "or use a smaller model.") -> None:
+        super().__init__(message)

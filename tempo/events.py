@@ -1,10 +1,16 @@
-"""Typed progress events yielded by `tempo.pipeline.run`; the CLI and the app only consume these."""
+"""Typed progress events yielded by `tempo.engine.run` (and the compression record one of them carries); the CLI,
+the batch runner and the app only consume these."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+import torch
+
+if TYPE_CHECKING:  # the video package imports these events at run time
+    from .video.sampling import SamplingPlan
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,32 @@ class SegmentCompressed:
     end: float
     relevance: float | None  # None when dynamic compression is off
     frame: np.ndarray = field(repr=False)  # representative RGB frame (middle of the segment), long edge <= 320
+
+
+@dataclass
+class Compression:
+    """The compressor's output for one question about one video: every segment's memory [k_max, d_s] and
+    relevance, with the video and sampling they came from; all an answer needs, and what the cache keeps."""
+
+    question: str
+    video: VideoProbed
+    plan: SamplingPlan
+    memories: list[torch.Tensor] = field(default_factory=list)
+    relevance: list[float] = field(default_factory=list)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(m.numel() * m.element_size() for m in self.memories)
+
+
+@dataclass(frozen=True)
+class Compressed:
+    """Every segment was compressed (or the compression came from the cache: `from_cache`). `vision`: the segments'
+    vision features (`engine.EncodedSegment`s) when the accelerator sent them back for the cache, else None."""
+
+    compression: Compression = field(repr=False)
+    vision: list | None = field(default=None, repr=False)
+    from_cache: bool = False
 
 
 @dataclass(frozen=True)
@@ -108,4 +140,4 @@ class Finished:
         }
 
 
-Event = VideoProbed | SegmentRead | SegmentCompressed | AllocationDone | AnswerToken | Finished
+Event = VideoProbed | SegmentRead | SegmentCompressed | Compressed | AllocationDone | AnswerToken | Finished

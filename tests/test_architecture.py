@@ -1,5 +1,6 @@
 """The layout keeps its shape: one concern per module, small modules, and imports that only go down the layers
-(app -> demo -> tempo's tools -> rendering -> the engine -> the model -> video -> settings and errors)."""
+(app -> demo -> tempo's tools -> rendering -> analysis -> the engine -> the model -> video -> settings and errors);
+the engine is entered only through its face, and the demo only enters the library's rooms named here."""
 
 from __future__ import annotations
 
@@ -10,14 +11,21 @@ from tests.conftest import ROOT
 
 MAX_LINES = 400
 APP_MAX_LINES = 40
+ENGINE = "tempo.engine"
+# What the app may use of the library: the engine's face, what it reports (events, errors, settings, times,
+# rendering, analysis), the model it loads, and the synthetic world's grading of the shipped examples.
+DEMO_MAY_ENTER = ("tempo.engine", "tempo.analysis", "tempo.render", "tempo.events", "tempo.errors", "tempo.config",
+                  "tempo.times", "tempo.model", "tempo.synthetic")
 # Lowest first. A module may import from its own layer or any layer below, never above.
 LAYERS = [
     ["tempo.errors", "tempo.timing", "tempo.synthetic"],
+    ["tempo.times"],
     ["tempo.allocation"],
     ["tempo.config"],
     ["tempo.events", "tempo.video"],
     ["tempo.model"],
-    ["tempo.cache", "tempo.stages", "tempo.pipeline", "tempo.analysis"],
+    ["tempo.engine"],
+    ["tempo.analysis"],
     ["tempo.render"],
     ["tempo.batch", "tempo.bench", "tempo.conformance", "tempo.cli", "tempo.train", "tempo.integrations"],
     ["tempo", "tempo.__main__"],
@@ -119,3 +127,37 @@ def test_an_upward_import_is_caught(tmp_path):
     found = imports("tempo.video.readers", path, sources())
     assert found == {"tempo.render.text", "tempo.video.sampling"}
     assert layer("tempo.render.text") > layer("tempo.video.readers") == layer("tempo.video.sampling")
+
+
+def engine_inner_imports(known: dict[str, Path]) -> list[str]:
+    """Imports of the engine's inner modules from outside the engine (its face, `tempo.engine`, is the way in)."""
+    return [f"{module} imports {target}" for module, path in known.items() if not module.startswith(ENGINE + ".")
+            and module != ENGINE for target in sorted(imports(module, path, known)) if target.startswith(ENGINE + ".")]
+
+
+def demo_trespassing(known: dict[str, Path]) -> list[str]:
+    """Imports from demo/ (and app.py) of library rooms it may not enter."""
+    return [f"{module} imports {target}" for module, path in known.items() if module.split(".")[0] in ("demo", "app")
+            for target in sorted(imports(module, path, known)) if target.startswith("tempo")
+            and not any(target == room or target.startswith(room + ".") for room in DEMO_MAY_ENTER)]
+
+
+def test_only_the_engine_uses_its_inner_modules():
+    assert not engine_inner_imports(sources()), "\n".join(engine_inner_imports(sources()))
+
+
+def test_the_demo_enters_only_its_rooms_of_the_library():
+    assert not demo_trespassing(sources()), "\n".join(demo_trespassing(sources()))
+
+
+def test_an_inner_engine_import_from_the_demo_is_caught(tmp_path):
+    """The checks can fail: a server that reaches past the face into the engine's cache module, and a handler that
+    probes files itself, are both refused."""
+    known = sources()
+    server = tmp_path / "server.py"
+    server.write_text("from tempo.engine.cache import VideoCache\nfrom tempo.engine import serve\n", encoding="utf-8")
+    handlers = tmp_path / "handlers.py"
+    handlers.write_text("from tempo.video import probe\n", encoding="utf-8")
+    patched = {**known, "demo.server": server, "demo.handlers": handlers}
+    assert engine_inner_imports(patched) == ["demo.server imports tempo.engine.cache"]
+    assert demo_trespassing(patched) == ["demo.handlers imports tempo.video.probe"]

@@ -29,7 +29,8 @@ from gradio_client.utils import QueueError
 from appserver import ROOT, decoding_processes, free_port, load_app_model, serve
 from demo import layout
 from demo.launch import serve as launch
-from tempo import cli, pipeline
+from tempo import cli
+from tempo.engine import accelerator
 from tempo.video import DecordReader
 
 CLIENTS = 8
@@ -160,13 +161,13 @@ def serve_small_queue(model, size: int):
 def test_a_full_queue_refuses_cleanly_and_recovers(app_model, video, monkeypatch):
     """A queue of 2 and slow requests: of 8 simultaneous requests some are refused with Gradio's "queue is full",
     the others answered correctly; afterwards the app answers again."""
-    compress_batch = pipeline.compress_batch
+    compress_batch = accelerator.compress_batch
 
     def slow(*args, **kwargs):
         time.sleep(0.3)
         return compress_batch(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "compress_batch", slow)
+    monkeypatch.setattr(accelerator, "compress_batch", slow)
     with serve_small_queue(app_model, 2) as url:
         clients = [Client(url, verbose=False) for _ in range(CLIENTS)]
         outcomes = run_clients(clients, video, list(range(CLIENTS)))
@@ -181,7 +182,7 @@ def test_a_full_queue_refuses_cleanly_and_recovers(app_model, video, monkeypatch
 
 def oom_on_second_batch(monkeypatch):
     """The compressor runs out of (GPU) memory on its second micro-batch, after 4 segments were streamed."""
-    compress_batch = pipeline.compress_batch
+    compress_batch = accelerator.compress_batch
     calls = []
 
     def flaky(*args, **kwargs):
@@ -190,7 +191,7 @@ def oom_on_second_batch(monkeypatch):
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
         return compress_batch(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "compress_batch", flaky)
+    monkeypatch.setattr(accelerator, "compress_batch", flaky)
     return calls
 
 
@@ -251,8 +252,8 @@ def test_a_cancelled_request_stops_decoding_and_compressing(app_url, monkeypatch
     """The 45-minute example, cancelled once its first segments are in: its decoding process is gone and no
     micro-batch starts compressing more than a second later."""
     started = []
-    compress_batch = pipeline.compress_batch
-    monkeypatch.setattr(pipeline, "compress_batch", lambda *a, **k: started.append(time.monotonic()) or
+    compress_batch = accelerator.compress_batch
+    monkeypatch.setattr(accelerator, "compress_batch", lambda *a, **k: started.append(time.monotonic()) or
                         compress_batch(*a, **k))
     client = Client(app_url, verbose=False)
     job = client.submit(handle_file(str(ROOT / "examples" / "synthetic-900004-45min.mp4")), "What moves?",

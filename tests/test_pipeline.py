@@ -83,7 +83,7 @@ def test_follow_up_questions_reuse_the_video_and_match_an_uncached_run(fixture_m
 
 
 def test_cache_is_bounded_and_least_recently_used_goes_first():
-    from tempo.cache import VideoCache, VideoKey
+    from tempo.engine import VideoCache, VideoKey
 
     class Entry:
         def __init__(self, nbytes):
@@ -104,7 +104,7 @@ def test_cache_is_bounded_and_least_recently_used_goes_first():
 
 
 def test_the_first_segment_is_compressed_on_its_own():
-    from tempo.stages import micro_batches
+    from tempo.engine import micro_batches
 
     assert list(micro_batches(range(10), 4)) == [[0], [1, 2, 3, 4], [5, 6, 7, 8], [9]]
     assert list(micro_batches([], 4)) == [] and list(micro_batches(range(3), 1)) == [[0], [1], [2]]
@@ -115,15 +115,15 @@ def test_the_same_question_again_skips_the_compressor(fixture_model, fixtures, t
     an uncached run with those settings."""
     import shutil
 
-    from tempo import pipeline
+    from tempo.engine import accelerator
 
     video = tmp_path / "bikes.mp4"
     shutil.copy(fixtures / "videos" / "bikes.mp4", video)
     cache = tempo.VideoCache()
     first = tempo.answer(fixture_model, video, "How many bikes?", config(), cache)
     passes = []
-    compress_batch = pipeline.compress_batch
-    monkeypatch.setattr(pipeline, "compress_batch", lambda *a, **k: passes.append(1) or compress_batch(*a, **k))
+    compress_batch = accelerator.compress_batch
+    monkeypatch.setattr(accelerator, "compress_batch", lambda *a, **k: passes.append(1) or compress_batch(*a, **k))
     again = tempo.answer(fixture_model, video, "How many bikes?", config(strategy="uniform"), cache)
     assert not passes and "compress" not in again.timings
     assert [s.relevance for s in again.segments] == [s.relevance for s in first.segments]

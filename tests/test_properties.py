@@ -26,7 +26,7 @@ from tempo.errors import InputError, VideoError
 from tempo.model import CheckpointSpec
 from tempo.model.prompts import compressor_prompt_ids, decoder_prompt_ids, frame_group_times, time_tag
 from tempo.model.tokenizer import TextTokenizer
-from tempo.stages import check_question
+from tempo.engine import check_question
 from tempo.video import VideoInfo, keyframe_plan, sample_frame_indices, segment_ranges, uniform_plan
 from tempo.video.stream import segment_stream
 

@@ -15,19 +15,19 @@ QUESTIONS = ("What colour is the star?", "What is happening in the video?", "Whe
              "How many times does the blue square appear?", "Which shape appears most?")
 
 
-def wordy(token: int) -> bool:
+def spells_word(token: int) -> bool:
     return token >= 10  # in these tests ids below 10 stand for digits and punctuation
 
 
 def test_the_guard_bans_only_a_third_copy_of_words():
-    assert looping_tokens([20, 20], wordy) == {20}  # "red red" may not go on with "red"
-    assert looping_tokens([30, 20, 30, 20], wordy) == {30}  # nor "red star red star" with "red"
-    assert looping_tokens([1, 1], wordy) == set()  # "11" may become "111"
-    assert looping_tokens([20, 21, 20], wordy) == set()
-    assert looping_tokens([20], wordy) == set()
+    assert looping_tokens([20, 20], spells_word) == {20}  # "red red" may not go on with "red"
+    assert looping_tokens([30, 20, 30, 20], spells_word) == {30}  # nor "red star red star" with "red"
+    assert looping_tokens([1, 1], spells_word) == set()  # "11" may become "111"
+    assert looping_tokens([20, 21, 20], spells_word) == set()
+    assert looping_tokens([20], spells_word) == set()
     long_run = [11, 12, 13, 14, 15, 16, 17, 18]
-    assert looping_tokens(long_run * 2, wordy) == {11}
-    assert looping_tokens([10, *long_run, 19] * 2, wordy) == set()  # longer than the guard watches
+    assert looping_tokens(long_run * 2, spells_word) == {11}
+    assert looping_tokens([10, *long_run, 19] * 2, spells_word) == set()  # longer than the guard watches
 
 
 def off_world_clips(directory) -> list[str]:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tempo.render import export, timeline
-from tempo.render.text import clock
+from tempo.times import clock
 from tempo.render.progress import RunProgress, key_frames, run_stats
 from tempo.events import AllocationDone, AnswerToken, Finished, SegmentCompressed, SegmentSummary, VideoProbed
 

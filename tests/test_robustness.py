@@ -387,9 +387,9 @@ def big_file(tmp_path) -> Path:
 
 LIMIT_CASES = [  # env name, value, video, question, message, the step that must not start
     ("TEMPO_MAX_QUESTION_CHARS", "10", "two_seconds.mp4", QUESTION,
-     "The question is 29 characters long; the limit is 10.", "tempo.stages.open_decoder"),
+     "The question is 29 characters long; the limit is 10.", "tempo.engine.host.open_decoder"),
     ("TEMPO_MAX_UPLOAD_MB", "1", "big", QUESTION,
-     "The file is 3.0 MB; this server accepts up to 1.0 MB.", "tempo.stages.open_decoder"),
+     "The file is 3.0 MB; this server accepts up to 1.0 MB.", "tempo.engine.host.open_decoder"),
     ("TEMPO_MAX_DURATION_MIN", "60", "ten_hours.mp4", QUESTION,
      "The video lasts 10.0 h; this server accepts up to 60.0 min.", "tempo.video.segments.prepare_segments"),
 ]

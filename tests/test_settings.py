@@ -18,8 +18,7 @@ from tempo import batch, cli, config
 from tempo.config import BATCH, CLI, PAGE, RunConfig, Setting, setting_named, settings
 
 EXAMPLE = "examples/synthetic-900001-2min.mp4"
-TOP_P = Setting("top_p", "generation", float, "Top-p", "sampling keeps the likeliest tokens up to this probability",
-                0.05, 1, step=0.05)
+SEED = Setting("seed", "allocation", int, "Seed", "which segments the random strategy keeps", 0, 1000)
 
 
 @pytest.fixture(scope="module")
@@ -124,21 +123,21 @@ def holding(setting: Setting, value: object) -> RunConfig:
 
 
 def test_a_setting_added_to_the_table_appears_on_every_surface(tiny, monkeypatch):
-    monkeypatch.setattr(config, "SETTINGS", (*config.SETTINGS, TOP_P))
+    monkeypatch.setattr(config, "SETTINGS", (*config.SETTINGS, SEED))
     parameters, controls = page(tiny)
-    assert parameters["top_p"]["parameter_default"] == 1.0 == TOP_P.default()
-    assert (controls["Top-p"].minimum, controls["Top-p"].maximum, controls["Top-p"].value) == (0.05, 1, 1.0)
-    assert flags()["--top-p"].help == TOP_P.describe()
-    assert cli_config(tiny, "--top-p", "0.5").generation.top_p == 0.5
-    assert job_config(tiny, top_p=0.5).generation.top_p == 0.5
-    assert Server(tiny, tempo.Limits()).request(EXAMPLE, "q", {"top_p": 0.5}).config.generation.top_p == 0.5
+    assert parameters["seed"]["parameter_default"] == 0 == SEED.default()
+    assert (controls["Seed"].minimum, controls["Seed"].maximum, controls["Seed"].value) == (0, 1000, 0)
+    assert flags()["--seed"].help == SEED.describe()
+    assert cli_config(tiny, "--seed", "7").allocation.seed == 7
+    assert job_config(tiny, seed=7).allocation.seed == 7
+    assert Server(tiny, tempo.Limits()).request(EXAMPLE, "q", {"seed": 7}).config.allocation.seed == 7
     messages = set()
-    for attempt in (lambda: cli_config(tiny, "--top-p", "2"), lambda: job_config(tiny, top_p=2),
-                    lambda: Server(tiny, tempo.Limits()).request(EXAMPLE, "q", {"top_p": 2})):
+    for attempt in (lambda: cli_config(tiny, "--seed", "2000"), lambda: job_config(tiny, seed=2000),
+                    lambda: Server(tiny, tempo.Limits()).request(EXAMPLE, "q", {"seed": 2000})):
         with pytest.raises(tempo.InputError) as error:
             attempt()
         messages.add(str(error.value))
-    assert messages == {"Top-p 2 is greater than maximum 1 (allowed range 0.05–1)."}
+    assert messages == {"Seed 2000 is greater than maximum 1000 (allowed range 0–1000)."}
 
 
 @pytest.mark.parametrize("given, seconds", [("12:00", 720.0), ("1:02:03", 3723.0), ("90", 90.0), (" 0:30.5 ", 30.5),

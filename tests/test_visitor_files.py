@@ -52,7 +52,7 @@ def never_opened(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a file that was not uploaded was opened")
 
-    for target in ("tempo.stages.open_decoder", "demo.preview.browser_playable", "demo.preview.make_proxy"):
+    for target in ("tempo.engine.host.open_decoder", "demo.preview.browser_playable", "demo.preview.make_proxy"):
         monkeypatch.setattr(target, refuse)
 
 

@@ -23,8 +23,7 @@ import tempo
 from appserver import ROOT, free_port
 from demo import device
 from demo.device import COST
-from tempo.cache import Compression
-from tempo.pipeline import Job
+from tempo.engine import Compression, Job
 from tempo.timing import StageTimer
 
 EXAMPLE = json.loads((ROOT / "examples" / "examples.json").read_text(encoding="utf-8"))[0]
@@ -198,7 +197,7 @@ def test_on_zerogpu_one_function_asks_for_the_gpu_time_its_job_needs(fixture_mod
         config = tempo.RunConfig(generation=tempo.GenerationConfig(max_new_tokens=max_new_tokens))
         probed = tempo.VideoProbed("v.mp4", 60.0, 30.0, 1800, 640, 360, 8 * segments, 2.0, segments, "pyav")
         return Job("q", probed, None, config, (config,) * answers, StageTimer(),
-                   known=Compression([], []) if cached else None)
+                   compression=Compression("q", probed, None) if cached else None)
 
     seconds = device.gpu_seconds
     assert seconds(job(128, 1, False)) > seconds(job(16, 1, False)) > seconds(job(16, 1, True))  # what it compresses

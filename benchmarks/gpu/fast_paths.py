@@ -12,6 +12,7 @@ import torch
 
 from benchmarks.gpu import runs
 from tempo.conformance import BF16_RTOL
+from tempo.engine import Compression
 from tempo.model import TempoModel
 from tempo.model.static_decoding import StaticDecoding
 from tempo.video.patches import normalize
@@ -65,11 +66,11 @@ def decoding(model: TempoModel, video: runs.Video, first: runs.Request, answer_t
     """Answers from the cached compression with each token a CUDA graph replay against the eager forward, and the
     graph's logits against the eager ones, teacher-forced on the eager answer."""
     decoder, config = model.decoder, runs.answer_config(answer_tokens)
-    known = runs.known_compression(first)
+    compression = runs.compression_of(first)
     figures = {}
     for graphs in (False, True):
         decoder.cuda_graphs = graphs
-        run = runs.request(model, video, runs.QUESTION, config, known=known)
+        run = runs.request(model, video, runs.QUESTION, config, compression=compression)
         figures["graphs" if graphs else "eager"] = {"prefill_s": round(run.prefill_s, 4),
                                                     "per_token_s": round(run.per_token_s, 5),
                                                     "total_s": round(run.total_s, 4),
@@ -77,7 +78,7 @@ def decoding(model: TempoModel, video: runs.Video, first: runs.Request, answer_t
     decoder.cuda_graphs = True
     figures["same_tokens"] = figures["eager"]["token_ids"] == figures["graphs"]["token_ids"]
     figures["per_token_speedup"] = round(figures["eager"]["per_token_s"] / figures["graphs"]["per_token_s"], 2)
-    embeds = hour_decoder_inputs(model, known, video)
+    embeds = hour_decoder_inputs(model, compression, video)
     figures.update(graph_agreement(model, embeds, figures["eager"]["token_ids"]))
     figures["step_attention"] = step_attention(model, embeds, 4 * answer_tokens)
     with contextlib.suppress(Exception):  # a profiler that cannot see the device costs only this figure
@@ -85,12 +86,12 @@ def decoding(model: TempoModel, video: runs.Video, first: runs.Request, answer_t
     return figures
 
 
-def hour_decoder_inputs(model: TempoModel, known, video: runs.Video) -> torch.Tensor:
+def hour_decoder_inputs(model: TempoModel, compression: Compression, video: runs.Video) -> torch.Tensor:
     """The decoder's input embeddings [S, d] for the hour's compression under the default allocation."""
     from tempo.allocation import allocate
 
-    allocation = allocate(known.relevance, model.spec.visual_token_budget, 4, model.spec.num_memory_tokens, "ata")
-    embeds, _ = model.decoder_inputs(known.memories, allocation, "head", runs.QUESTION, video.plan.tag_times(),
+    allocation = allocate(compression.relevance, model.spec.visual_token_budget, 4, model.spec.num_memory_tokens, "ata")
+    embeds, _ = model.decoder_inputs(compression.memories, allocation, "head", runs.QUESTION, video.plan.tag_times(),
                                      model.spec.context_length)
     return embeds
 

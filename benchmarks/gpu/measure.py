@@ -193,9 +193,9 @@ def follow_ups(model: TempoModel, video: runs.Video, first: runs.Request, sizes:
     """Asked again (the compression cached), a new question with the vision features cached, and a new question
     with only the pixels cached (what ZeroGPU does today: the serving process keeps pixels)."""
     config = runs.answer_config(sizes.answer_tokens)
-    cached = [runs.request(model, video, runs.QUESTION, config, known=runs.known_compression(first))
+    cached = [runs.request(model, video, runs.QUESTION, config, compression=runs.compression_of(first))
               for _ in range(sizes.repeats)]
-    encoded = first.compressed.encoded
+    encoded = first.compressed.vision
     vision_cached = runs.request(model, video, runs.FOLLOW_UP, config, segments=encoded)
     pixels_cached = runs.request(model, video, runs.FOLLOW_UP, config)
     return {"asked_again": median_run(cached).figures(), "asked_again_totals_s": [round(r.total_s, 4) for r in cached],

@@ -11,12 +11,11 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from tempo.cache import Compression, EncodedSegment
 from tempo.config import GenerationConfig, RunConfig, SamplingConfig
+from tempo.engine import (Compressed, Compression, EncodedSegment, Job, compress_batch, encode_batch, execute,
+                          micro_batches)
 from tempo.events import AllocationDone, AnswerToken, Finished, SegmentCompressed, VideoProbed
 from tempo.model import TempoModel
-from tempo.pipeline import Compressed, Job, execute
-from tempo.stages import compress_batch, encode_batch, micro_batches
 from tempo.timing import StageTimer
 from tempo.video import SamplingPlan, VideoInfo, uniform_plan
 from tempo.video.segments import PreparedSegment, prepare_segment
@@ -111,13 +110,13 @@ def answer_config(tokens: int, micro_batch: int = 4) -> RunConfig:
 
 
 def request(model: TempoModel, video: Video, question: str, config: RunConfig,
-            segments: list[PreparedSegment | EncodedSegment] | None = None, known: Compression | None = None,
+            segments: list[PreparedSegment | EncodedSegment] | None = None, compression: Compression | None = None,
             keep_vision: bool = False) -> Request:
     """`execute` one job (as a ZeroGPU worker does), every stage synchronised, the device's peak memory tracked."""
     device = model.device
     timer = SyncedTimer(device)
     job = Job(question, video.probed, video.plan, config, (config,), timer,
-              segments=video.segments if segments is None else segments, known=known,
+              segments=video.segments if segments is None else segments, compression=compression,
               keep_vision_bytes=2**40 if keep_vision else 0)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -146,8 +145,8 @@ def request(model: TempoModel, video: Video, question: str, config: RunConfig,
                    marks["first_token"], tokens, dict(timer.totals), peak, compressed, finished)
 
 
-def known_compression(run: Request) -> Compression:
-    return Compression(list(run.compressed.video.memories), list(run.compressed.video.relevance))
+def compression_of(run: Request) -> Compression:
+    return run.compressed.compression
 
 
 def compressor_pass(model: TempoModel, video: Video, micro_batch: int | None) -> dict:

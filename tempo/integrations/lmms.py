@@ -12,20 +12,19 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 import torch
 from tqdm import tqdm
 
-from ..cache import VideoCache
 from ..config import CLI, Limits, RunConfig, settings
 from ..errors import InputError, TempoError
 from ..events import Finished
 from ..model import TempoModel, from_pretrained
 from ..model.modeling import DTYPES
-from ..pipeline import answer
+from ..engine import VideoCache, answer
 from . import missing_extra
 
 try:
@@ -102,14 +101,11 @@ def request_config(base: RunConfig, kwargs: Mapping[str, object], model: TempoMo
     if kwargs.get("num_beams", 1) not in (1, None):
         raise InputError(f"The tempo model decodes greedily or by sampling; num_beams={kwargs['num_beams']} "
                          "(beam search) is not supported.")
-    chosen = {name: kwargs[name] for name in ("max_new_tokens", "temperature") if kwargs.get(name) is not None}
+    chosen = {name: kwargs[name] for name in ("max_new_tokens", "temperature", "top_p")
+              if kwargs.get(name) is not None}
     if kwargs.get("do_sample") is False:
         chosen["temperature"] = 0.0  # greedy, whatever temperature the task also names
-    config = base.with_settings(chosen, model.spec)
-    if kwargs.get("top_p") is not None:
-        config = replace(config, generation=replace(config.generation, top_p=kwargs["top_p"]))
-        config.validate(model.spec)
-    return config
+    return base.with_settings(chosen, model.spec)
 
 
 def stop_strings(kwargs: Mapping[str, object]) -> tuple[str, ...]:

@@ -17,8 +17,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Iterator, Mapping, TextIO
 
-from ..batch import Job, ProgressBar, Summary, answer_job, record, resume
-from ..cache import VideoCache
+from ..batch import BatchJob, JobError, Jobs, Summary, answer_job, record, resume
+from ..render.terminal import ProgressLine
+from ..engine import VideoCache
 from ..config import RunConfig
 from ..errors import InputError, TempoError
 from ..model import from_pretrained
@@ -54,13 +55,13 @@ class Answerer:
         self.cache = VideoCache()  # the jobs this actor gets about one video reuse its frames and features
 
     def __call__(self, batch: Mapping[str, object]) -> dict[str, list[str]]:
-        answered = [answer_job(self.model, Job(**json.loads(text)), self.base, self.cache, self.reports)
+        answered = [answer_job(self.model, BatchJob(**json.loads(text)), self.base, self.cache, self.reports)
                     for text in batch["job"]]
         return {"line": [json.dumps(line, ensure_ascii=False) for line, _ in answered],
                 "outcome": [outcome for _, outcome in answered]}
 
 
-def run_batch(jobs: list[Job | dict], output: str | os.PathLike, base: RunConfig, err: TextIO, loading: Loading,
+def run_batch(jobs: Jobs, output: str | os.PathLike, base: RunConfig, err: TextIO, loading: Loading,
               cluster: Cluster, reports: str | os.PathLike | None = None) -> Summary:
     """Answer every job not already in `output` on Ray, appending one line each as it ends; returns what happened.
     `base` holds the batch's settings; each actor checks them against its checkpoint with each job's own."""
@@ -68,14 +69,14 @@ def run_batch(jobs: list[Job | dict], output: str | os.PathLike, base: RunConfig
     require("ray.data", "ray")
     output = Path(output)
     summary, pending = resume(jobs, output, reports)
-    todo = [job for job in pending if isinstance(job, Job)]
+    todo = [job for job in pending if isinstance(job, BatchJob)]
     if todo:
         connect(ray, cluster.address)
     try:
-        progress = ProgressBar(err, len(pending))  # started once Ray is up, so its ETA counts jobs, not start-up
+        progress = ProgressLine(err, len(pending))  # started once Ray is up, so its ETA counts jobs, not start-up
         with output.open("a", encoding="utf-8") as results:
-            for line in (job for job in pending if isinstance(job, dict)):  # lines that were not jobs: no model
-                record(results, line, "error: " + line["error"], summary, progress)
+            for error in (job for job in pending if isinstance(job, JobError)):  # lines that were not jobs: no model
+                record(results, error.line(), "error: " + error.error, summary, progress)
             for line, outcome in stream(ray, todo, base, loading, cluster, reports) if todo else ():
                 record(results, line, outcome, summary, progress)
     except ray.exceptions.RayError as exc:
@@ -107,7 +108,7 @@ def connect(ray: ModuleType, address: str | None) -> None:
     context.enable_progress_bars = False  # the batch's own progress line says how far it is
 
 
-def stream(ray: ModuleType, jobs: list[Job], base: RunConfig, loading: Loading, cluster: Cluster,
+def stream(ray: ModuleType, jobs: list[BatchJob], base: RunConfig, loading: Loading, cluster: Cluster,
            reports: str | os.PathLike | None) -> Iterator[tuple[dict, str]]:
     """Each job's result line and outcome, as the actors finish them."""
     actors, resources = actor_pool(ray.cluster_resources(), cluster.actors)

@@ -7,6 +7,7 @@ state just before them (the end of the routing prompt) gives the zero-shot relev
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -14,6 +15,13 @@ from transformers import Qwen3VLConfig
 from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel
 
 from .vision_attention import stack_chunks
+
+
+class CompressorOutput(NamedTuple):
+    """A micro-batch's compression: memories [B, k_max, d_s] and relevance [B] (float32)."""
+
+    memories: torch.Tensor
+    relevance: torch.Tensor
 
 
 @dataclass
@@ -127,11 +135,11 @@ class LocalCompressor(nn.Module):
         ).last_hidden_state  # [B, W, d_s]
         return hidden, lengths
 
-    def forward(self, prompts: list[list[int]], vision: list[VisionFeatures]) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, prompts: list[list[int]], vision: list[VisionFeatures]) -> CompressorOutput:
         """Compress a micro-batch of segments: memories [B, k_max, d_s] and relevance [B] (float32)."""
         k = self.num_memory_tokens
         hidden, lengths = self.hidden_states(prompts, vision, self.compression_tokens[0])  # [B, W, d_s]
         memories = torch.stack([hidden[b, length:length + k] for b, length in enumerate(lengths)])  # [B, k, d_s]
         before_memory = torch.stack([hidden[b, length - 1] for b, length in enumerate(lengths)]).float()  # [B, d_s]
         relevance = torch.sigmoid(before_memory @ self.relevance_direction.float())  # [B]
-        return memories, relevance
+        return CompressorOutput(memories, relevance)

@@ -35,13 +35,14 @@ def build_projector(projector_type: str, memory_width: int, hidden_size: int) ->
 LOOP_SPAN = 8  # the longest run of tokens the repetition guard watches
 
 
-def looping_tokens(history: Sequence[int], wordy: Callable[[int], bool], longest: int = LOOP_SPAN) -> set[int]:
+def looping_tokens(history: Sequence[int], spells_word: Callable[[int], bool],
+                   longest: int = LOOP_SPAN) -> set[int]:
     """Tokens that would start a third copy in a row of the last n tokens (n <= `longest`) when those spell a
     word: "red red" may not go on with "red". Runs of digits ("111") stay allowed."""
     banned = set()
     for n in range(1, min(longest, len(history) // 2) + 1):
         last = list(history[-n:])
-        if last == list(history[-2 * n:-n]) and any(wordy(t) for t in last):
+        if last == list(history[-2 * n:-n]) and any(spells_word(t) for t in last):
             banned.add(last[0])
     return banned
 
@@ -120,8 +121,8 @@ class GlobalDecoder(nn.Module):
 
     @torch.inference_mode()
     def generate(self, embeds: torch.Tensor, generation: GenerationConfig, stop_ids: set[int],
-                 top_k: int = 0, wordy: Callable[[int], bool] | None = None) -> Iterator[int]:
-        """Yield new token ids one by one; the stop token, if reached, is yielded last. With `wordy` (which
+                 top_k: int = 0, spells_word: Callable[[int], bool] | None = None) -> Iterator[int]:
+        """Yield new token ids one by one; the stop token, if reached, is yielded last. With `spells_word` (which
         tokens spell words), no word or run of words is generated three times in a row."""
         generator = torch.Generator().manual_seed(generation.seed) if generation.temperature > 0 else None
         logits, cache = self.prefill(embeds)  # [V]
@@ -131,7 +132,7 @@ class GlobalDecoder(nn.Module):
             del cache
         history: list[int] = []
         for step in range(generation.max_new_tokens):
-            banned = looping_tokens(history, wordy) if wordy is not None else set()
+            banned = looping_tokens(history, spells_word) if spells_word is not None else set()
             if banned:
                 logits = logits.index_fill(0, torch.tensor(sorted(banned), device=logits.device), float("-inf"))
             token = next_token(logits, generation, top_k, generator)

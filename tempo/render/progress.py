@@ -5,15 +5,27 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Sequence
 
 import numpy as np
 
-from ..events import (AllocationDone, AnswerToken, Event, Finished, SegmentCompressed, SegmentRead, SegmentSummary,
-                      VideoProbed)
-from .text import span
+from ..events import (AllocationDone, AnswerToken, Compressed, Event, Finished, SegmentCompressed, SegmentRead,
+                      SegmentSummary, VideoProbed)
+from ..times import span
 
 KEY_FRAMES = 6  # thumbnails of the segments that kept the most tokens, on the page and in reports
+
+
+class Stage(str, Enum):
+    """How far a run is (the API's `stage`): the file opening, segments read ahead of a remote accelerator, segments
+    compressed, the answer coming, done."""
+
+    OPENING = "opening"
+    READING = "reading"
+    COMPRESSING = "compressing"
+    ANSWERING = "answering"
+    DONE = "done"
 
 
 @dataclass
@@ -36,6 +48,8 @@ class RunProgress:
             self.probed = event
         elif isinstance(event, SegmentRead):
             self.read = event.index + 1
+        elif isinstance(event, Compressed):
+            self.from_cache = event.from_cache
         elif isinstance(event, SegmentCompressed):
             if self.first_segment_at is None:
                 self.first_segment_at = time.perf_counter()
@@ -49,14 +63,14 @@ class RunProgress:
             self.answer = event.answer
 
     @property
-    def stage(self) -> str:
+    def stage(self) -> Stage:
         if self.finished:
-            return "done"
+            return Stage.DONE
         if self.allocation:
-            return "answering"
+            return Stage.ANSWERING
         if self.read and not self.segments:
-            return "reading"
-        return "compressing" if self.probed else "opening"
+            return Stage.READING
+        return Stage.COMPRESSING if self.probed else Stage.OPENING
 
     @property
     def frames(self) -> list[np.ndarray]:
@@ -82,10 +96,10 @@ class RunProgress:
     def to_dict(self) -> dict:
         """The API's JSON: partial while streaming (`stage` says how far), `Finished.to_dict()` at the end."""
         if self.finished:
-            return {"stage": "done", **self.finished.to_dict()}
+            return {"stage": Stage.DONE.value, **self.finished.to_dict()}
         tokens = self.allocation.tokens if self.allocation else [None] * len(self.segments)
         return {
-            "stage": self.stage,
+            "stage": self.stage.value,
             "answer": self.answer,
             "segments": [{"index": s.index, "start": s.start, "end": s.end, "relevance": s.relevance, "tokens": k}
                          for s, k in zip(self.segments, tokens)],

@@ -25,7 +25,8 @@ from PIL import Image
 from ..events import SegmentSummary
 from .progress import RunProgress, key_frames, run_stats
 from .style import FONT, GUIDE, KEPT_RGB, MUTED_TEXT, SQUEEZED_RGB
-from .text import answer_text, clock, span, timings_text
+from ..times import clock, span
+from .text import answer_text, timings_text
 from .timeline import result_figure
 
 FILMSTRIP_EDGE = 112  # long edge of a filmstrip thumbnail

@@ -4,15 +4,15 @@ allocations of one compression side by side; and a budget sweep."""
 from __future__ import annotations
 
 import math
-from typing import Protocol, Sequence
+from typing import NamedTuple, Protocol, Sequence
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..events import Finished, VideoProbed
+from ..times import clock, span, time_mentions
 from .progress import RunProgress
 from .style import GREEN, GUIDE, INDIGO, ORANGE, RED, RELEVANCE_SCALE, TOKEN_SCALE, page_layout
-from .text import clock, span, time_mentions
 
 COMPARE_COLORS = (INDIGO, ORANGE)
 TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400)
@@ -75,6 +75,26 @@ def _answer_marks(fig: go.Figure, times: Sequence[float]) -> None:
                            showarrow=False, xanchor="left", yanchor="bottom", font=dict(size=10, color=INDIGO))
 
 
+class PointData(NamedTuple):
+    """What every point of the timeline carries (Plotly's customdata), in this order: its span, relevance and tokens
+    for the hover text, then its segment and start (seconds), which the page's script reads when it is clicked."""
+
+    span: str
+    relevance: str
+    tokens: str
+    segment: int
+    start: float
+
+
+def point_field(name: str) -> int:
+    """Where `name` sits in a point's customdata (the page's script is written with these)."""
+    return PointData._fields.index(name)
+
+
+POINT_HOVER = (f"<b>%{{customdata[{point_field('span')}]}}</b><br>relevance %{{customdata[{point_field('relevance')}]}}"
+               f"<br>tokens %{{customdata[{point_field('tokens')}]}}<extra></extra>")
+
+
 def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = None, *,
                     duration: float | None = None, num_segments: int | None = None, budget: int | None = None,
                     k_min: int | None = None, k_max: int | None = None, note: str | None = None,
@@ -86,49 +106,28 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
     timeline is greyed out as pending. `note` replaces the empty-state message. `evidence` shades where the
     answer is known to be (the examples' ground truth); `answer_times` marks the times the answer names. The
     relevance axis is [0, 1] from the first segment on; the time axis runs from `start` to `duration`. Every point
-    carries its segment index (customdata[3]) and its start (customdata[4]), which the page reads when a segment is
-    clicked.
+    carries its `PointData`, which the page reads when a segment is clicked.
     """
     done = len(segments)
     duration = duration or (segments[-1].end if segments else 60.0)
-    mids = [(s.start + s.end) / 2 for s in segments]
-    widths = [s.end - s.start for s in segments]
     relevance = [s.relevance for s in segments]
     has_relevance = bool(segments) and all(r is not None for r in relevance)
     token_text = [f"{k} / {k_max}" if k_max else str(k) for k in tokens] if tokens else ["pending"] * done
-    hover_data = [[span(s.start, s.end), f"{r:.3f}" if r is not None else "n/a", t, s.index, s.start]
-                  for s, r, t in zip(segments, relevance, token_text)]
-    hover = "<b>%{customdata[0]}</b><br>relevance %{customdata[1]}<br>tokens %{customdata[2]}<extra></extra>"
+    points = [list(PointData(span(s.start, s.end), f"{r:.3f}" if r is not None else "n/a", t, s.index, s.start))
+              for s, r, t in zip(segments, relevance, token_text)]
 
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.84, 0.16], vertical_spacing=0.05,
                         specs=[[{"secondary_y": True}], [{}]])
     if tokens:
-        fig.add_trace(go.Bar(x=mids, y=list(tokens), width=[w * 0.9 for w in widths], name="tokens kept",
-                             marker=dict(color=list(tokens), colorscale=TOKEN_SCALE, cmin=0,
-                                         cmax=k_max or max(tokens) or 1, line=dict(width=0)),
-                             customdata=hover_data, hovertemplate=hover),
-                      row=1, col=1, secondary_y=True)
-        if k_max:
-            _guide(fig, k_max, f"k_max {k_max}", "dash")
-        if k_min:
-            _guide(fig, k_min, f"k_min {k_min}", "dash")
-        share = budget / len(tokens) if budget else None
-        # The even share only means something when it lands inside the axis; otherwise the budget never binds.
-        if share is not None and share <= (k_max or max(tokens)) * 1.05:
-            _guide(fig, share, f"budget ÷ segments {share:.0f}", "dot", left=True)
+        _token_bars(fig, segments, tokens, points, budget, k_min, k_max)
     if has_relevance:
-        markers = "lines+markers" if done <= 160 else "lines"  # dots stop helping once they touch
-        fig.add_trace(go.Scatter(x=mids, y=relevance, name="relevance", mode=markers,
-                                 line=dict(color=ORANGE, width=2.5, shape="spline", smoothing=0.6),
-                                 marker=dict(size=5, color=ORANGE), fill="tozeroy",
-                                 fillcolor="rgba(249, 115, 22, 0.07)", customdata=hover_data, hovertemplate=hover),
-                      row=1, col=1, secondary_y=False)
+        _relevance_curve(fig, segments, relevance, points)
     strip = list(tokens) if tokens else relevance if has_relevance else None
     if strip:
         edges = [s.start for s in segments] + [segments[-1].end]
         fig.add_trace(go.Heatmap(z=[strip], x=edges, y=[0], colorscale=TOKEN_SCALE if tokens else RELEVANCE_SCALE,
                                  zmin=0 if tokens else None, zmax=(k_max or None) if tokens else None,
-                                 showscale=False, customdata=[hover_data], hovertemplate=hover, xgap=1,
+                                 showscale=False, customdata=[points], hovertemplate=POINT_HOVER, xgap=1,
                                  name="tokens" if tokens else "relevance"),
                       row=2, col=1)
 
@@ -142,7 +141,43 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
         fig.add_annotation(xref="paper", yref="paper", x=0.5, y=0.5, xanchor="center", yanchor="middle",
                            text=note or "relevance per segment will appear here", showarrow=False,
                            font=dict(size=13, color=GUIDE))
+    _timeline_axes(fig, duration, start, tokens, k_max)
+    return page_layout(fig, 430, "timeline", showlegend=bool(segments), barmode="overlay", bargap=0)
 
+
+def _token_bars(fig: go.Figure, segments: Sequence[Segment], tokens: Sequence[int], points: list[list],
+                budget: int | None, k_min: int | None, k_max: int | None) -> None:
+    """Tokens kept per segment as bars on the right axis, with the k_min, k_max and even-share guides."""
+    mids = [(s.start + s.end) / 2 for s in segments]
+    fig.add_trace(go.Bar(x=mids, y=list(tokens), width=[(s.end - s.start) * 0.9 for s in segments],
+                         name="tokens kept", marker=dict(color=list(tokens), colorscale=TOKEN_SCALE, cmin=0,
+                                                         cmax=k_max or max(tokens) or 1, line=dict(width=0)),
+                         customdata=points, hovertemplate=POINT_HOVER),
+                  row=1, col=1, secondary_y=True)
+    if k_max:
+        _guide(fig, k_max, f"k_max {k_max}", "dash")
+    if k_min:
+        _guide(fig, k_min, f"k_min {k_min}", "dash")
+    share = budget / len(tokens) if budget else None
+    # The even share only means something when it lands inside the axis; otherwise the budget never binds.
+    if share is not None and share <= (k_max or max(tokens)) * 1.05:
+        _guide(fig, share, f"budget ÷ segments {share:.0f}", "dot", left=True)
+
+
+def _relevance_curve(fig: go.Figure, segments: Sequence[Segment], relevance: list[float], points: list[list]) -> None:
+    """Relevance per segment as a filled curve on the left axis (dots while they do not touch)."""
+    mids = [(s.start + s.end) / 2 for s in segments]
+    markers = "lines+markers" if len(segments) <= 160 else "lines"  # dots stop helping once they touch
+    fig.add_trace(go.Scatter(x=mids, y=relevance, name="relevance", mode=markers,
+                             line=dict(color=ORANGE, width=2.5, shape="spline", smoothing=0.6),
+                             marker=dict(size=5, color=ORANGE), fill="tozeroy",
+                             fillcolor="rgba(249, 115, 22, 0.07)", customdata=points, hovertemplate=POINT_HOVER),
+                  row=1, col=1, secondary_y=False)
+
+
+def _timeline_axes(fig: go.Figure, duration: float, start: float, tokens: Sequence[int] | None,
+                   k_max: int | None) -> None:
+    """Time along x; relevance 0-1 on the left; tokens kept (0 to k_max) on the right, once allocated."""
     _time_axis(fig, duration, start)
     fig.update_yaxes(title_text="relevance", title_font=dict(color=ORANGE), range=[0, 1.04], tickmode="array",
                      tickvals=[0, 0.25, 0.5, 0.75, 1], ticktext=["0", "0.25", "0.5", "0.75", "1"],
@@ -152,7 +187,6 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
                      tickvals=sorted({round(top * f) for f in (0, 0.25, 0.5, 0.75, 1)}), showgrid=False,
                      zeroline=False, visible=bool(tokens), row=1, col=1, secondary_y=True)
     fig.update_yaxes(visible=False, fixedrange=True, row=2, col=1)
-    return page_layout(fig, 430, "timeline", showlegend=bool(segments), barmode="overlay", bargap=0)
 
 
 def _time_axis(fig: go.Figure, duration: float, start: float = 0.0, **where) -> None:

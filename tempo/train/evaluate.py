@@ -31,7 +31,7 @@ from ..events import Finished
 from ..render.figures import fraction_label, write_sweep_figure
 from ..model import TempoModel, from_pretrained
 from ..analysis import allocation_shape, compression, reanswer
-from ..pipeline import CompressedVideo
+from ..events import Compression
 from ..synthetic import (FAMILIES, Question, generate_video, is_correct, make_questions, segment_relevance,
                         write_mp4)
 from .recipe import TRAINING_SEEDS
@@ -69,7 +69,7 @@ def evidence_share(finished: Finished, question: Question) -> float:
     return on_evidence / kept if kept else 0.0
 
 
-def oracle_relevance(compressed: CompressedVideo, question: Question) -> list[float]:
+def oracle_relevance(compressed: Compression, question: Question) -> list[float]:
     """1 for the segments that overlap the question's evidence, else 0 (every segment for a global question)."""
     return [float(segment_relevance(question, *compressed.plan.span(i))) for i in range(len(compressed.relevance))]
 
@@ -120,7 +120,7 @@ def evaluate(model: TempoModel, n: int, seed: int, budget: int | None, min_durat
             segment_seconds = base.sampling.segment_frames / compressed.video.real_fps
             oracle = dataclasses.replace(compressed, relevance=oracle_relevance(compressed, question))
 
-            def outcome(source: CompressedVideo, allocation: AllocationConfig) -> tuple[Finished, dict]:
+            def outcome(source: Compression, allocation: AllocationConfig) -> tuple[Finished, dict]:
                 finished = reanswer(model, source, RunConfig(allocation=allocation, generation=base.generation))
                 return finished, {
                     "video": video_seed,

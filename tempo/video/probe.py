@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ..config import Limits
 from ..errors import InputError, VideoError
+from ..times import length
 
 SKIP_ALL = {"skip_frame": "all", "threads": "1"}  # open each stream's decoder without decoding anything
 MAX_STREAMS = 64
@@ -81,13 +82,6 @@ def oversized_frame(width: int, height: int, max_pixels: float) -> VideoError:
     """The refusal for a decoded frame larger than its headers said (a stream that grows part-way)."""
     return VideoError(f"The video's frames grow to {width}×{height} part-way: {width * height / 1e6:,.1f} "
                       f"megapixels; this server accepts up to {max_pixels / 1e6:,.1f} megapixels a frame.")
-
-
-def length(seconds: float) -> str:
-    """A video length for messages: hours, minutes or seconds, whichever reads naturally."""
-    if seconds >= 7200:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 60:.1f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
 # ------------------------------------------------------------------------------------------------ bitstreams

@@ -16,6 +16,11 @@ from .probe import oversized_frame
 from .sampling import SamplingPlan, VideoInfo, keyframe_plan, long_edge_size, uniform_plan
 
 log = logging.getLogger(__name__)
+
+
+class WrongReader(Exception):
+    """This reader cannot read this file as it should (decord's narrow frames, timestamps that do not identify
+    frames); another reader takes over."""
 UNLIMITED = float("inf")
 
 
@@ -65,7 +70,7 @@ class DecordReader:
         first = self._reader[0].shape
         if len(first) != 3 or first[2] != 3:
             # decord mis-strides very narrow frames (widths 1-3, 8, ...: "(2000, 1, 96)"); PyAV reads them.
-            raise RuntimeError(f"decord decodes {first} instead of height x width x 3 RGB frames")
+            raise WrongReader(f"decord decodes {first} instead of height x width x 3 RGB frames")
         height, width = first[:2]
         self.max_pixels = max_pixels
         self._reader.seek(0)
@@ -200,7 +205,7 @@ class SparseReader(PyAVReader):
             stream = container.streams.video[0]
             self.pts = sorted(p.pts for p in container.demux(stream) if p.pts is not None and p.size)
         if len(self.pts) != self.info.total_frames or len(set(self.pts)) != len(self.pts):
-            raise RuntimeError("frame times do not identify frames one to one")
+            raise WrongReader("frame times do not identify frames one to one")
 
     def read(self, indices: Sequence[int]) -> Iterator[np.ndarray]:
         import av

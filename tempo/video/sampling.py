@@ -8,8 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import SamplingConfig, clock, clock_said
+from ..config import SamplingConfig
 from ..errors import InputError
+from ..times import clock, clock_said
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import queue
 import resource
 import sys
 import time
+from dataclasses import dataclass
 from multiprocessing import resource_tracker, shared_memory
 from typing import Iterator
 
@@ -40,6 +41,64 @@ SLOTS = 4  # segments the child may decode ahead of the compressor
 POLL_S = 0.05
 
 
+# ------------------------------------------------------------------------------------------------ messages
+# What the child tells the parent, in order: Planned, then SlotsMade (once) and a Segment each, then Done; or, at any
+# point, why it stopped. The parent adds Exited and Stalled for a child that stops talking.
+
+@dataclass(frozen=True)
+class Planned:
+    probed: VideoProbed
+    plan: SamplingPlan
+
+
+@dataclass(frozen=True)
+class SlotsMade:
+    """The shared-memory ring the segments' pixels come through."""
+
+    name: str
+    slot_bytes: int
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One segment: its pixels in ring slot `slot` (`rows` is their shape), or in `rows` itself when slot is None."""
+
+    index: int
+    slot: int | None
+    rows: object
+    grid: tuple[int, int, int]
+    thumbnail: np.ndarray
+
+
+@dataclass(frozen=True)
+class Done:
+    totals: dict[str, float]  # the child's stage times
+
+
+@dataclass(frozen=True)
+class Refused:
+    error: TempoError  # what the user is told, as the readers put it
+
+
+@dataclass(frozen=True)
+class Failed:
+    detail: str  # what the decoder raised, for the log
+    memory: bool = False  # it ran out of its memory
+
+
+@dataclass(frozen=True)
+class Exited:
+    code: int | None
+
+
+@dataclass(frozen=True)
+class Stalled:
+    pass
+
+
+Message = Planned | SlotsMade | Segment | Done | Refused | Failed | Exited | Stalled
+
+
 def context() -> multiprocessing.context.BaseContext:
     """Multiprocessing through a fork server that has imported this module (so the decoders) once."""
     ctx = multiprocessing.get_context("forkserver")
@@ -48,7 +107,7 @@ def context() -> multiprocessing.context.BaseContext:
 
 
 @contextlib.contextmanager
-def main_left_out() -> Iterator[None]:
+def without_main_script() -> Iterator[None]:
     """Start children that do not run the caller's main script again, as multiprocessing otherwise does in each
     (for app.py that is importing gradio anew: 2.5 s a video; for a script without a `__main__` guard, its whole
     work). The child's target lives in this module, so it needs nothing of `__main__`; a main module named
@@ -63,7 +122,7 @@ def main_left_out() -> Iterator[None]:
 
 
 def start(process: multiprocessing.Process) -> None:
-    with main_left_out():
+    with without_main_script():
         process.start()
 
 
@@ -82,16 +141,16 @@ class Ring:
         resource_tracker.unregister(self.memory._name, "shared_memory")  # the parent unlinks it, at once
         self.slots = np.ndarray((SLOTS, slot_bytes), np.uint8, self.memory.buf)
         self.free = free
-        results.put(("ring", self.memory.name, slot_bytes))
+        results.put(SlotsMade(self.memory.name, slot_bytes))
 
     def send(self, results, segment: PreparedSegment) -> None:
         rows = segment.pixel_rows.numpy()
         if rows.nbytes > self.slots.shape[1]:  # a segment bigger than the first: by pipe
-            results.put(("segment", segment.index, None, rows, segment.grid, segment.thumbnail))
+            results.put(Segment(segment.index, None, rows, segment.grid, segment.thumbnail))
             return
         slot = self.free.get()
         self.slots[slot, :rows.nbytes] = rows.reshape(-1)
-        results.put(("segment", segment.index, slot, rows.shape, segment.grid, segment.thumbnail))
+        results.put(Segment(segment.index, slot, rows.shape, segment.grid, segment.thumbnail))
 
 
 def _decode(path: str, sampling: SamplingConfig, geometry: PatchGeometry, limits: Limits, results, free) -> None:
@@ -105,18 +164,18 @@ def _decode(path: str, sampling: SamplingConfig, geometry: PatchGeometry, limits
             reader = open_video(path, keyframes_only=sampling.fast_seek, long_edge=sampling.long_edge, decord=False,
                                 max_pixels=limits.max_frame_pixels)
             probed, plan = video_plan(reader, sampling)
-        results.put(("plan", probed, plan))
+        results.put(Planned(probed, plan))
         for segment in prepare_segments(path, reader, plan, sampling, geometry, timer):
             ring = ring or Ring(results, free, segment.pixel_rows.numel())
             ring.send(results, segment)
-        results.put(("done", dict(timer.totals)))
+        results.put(Done(dict(timer.totals)))
         free.get()  # the parent reads the last slots while this process lives; it ends it when done
     except TempoError as exc:
-        results.put(("refused", exc))
+        results.put(Refused(exc))
     except MemoryError:
-        results.put(("memory", None))
+        results.put(Failed("MemoryError", memory=True))
     except BaseException as exc:  # noqa: BLE001 -- whatever the decoder raised, the parent says it plainly
-        results.put(("failed", f"{type(exc).__name__}: {exc}"))
+        results.put(Failed(f"{type(exc).__name__}: {exc}"))
 
 
 class SandboxedDecoder:
@@ -137,45 +196,45 @@ class SandboxedDecoder:
         self.reached = "its first frames"
         with timer.stage("open"):
             start(self.process)
-            kind, *payload = self._receive()
-        if kind != "plan":
+            message = self._receive()
+        if not isinstance(message, Planned):
             self.close()
-            raise self._refusal(kind, payload)
-        self.probed: VideoProbed = payload[0]
-        self.plan: SamplingPlan = payload[1]
+            raise self._refusal(message)
+        self.probed: VideoProbed = message.probed
+        self.plan: SamplingPlan = message.plan
 
     def segments(self) -> Iterator[PreparedSegment]:
         """Every segment in order; the child is stopped when the consumer stops early."""
         try:
             while True:
-                kind, *payload = self._receive()
-                if kind == "ring":
-                    self._attach(*payload)
-                elif kind == "segment":
-                    yield self._segment(*payload)
-                elif kind == "done":
-                    self.timer.add(payload[0])
+                message = self._receive()
+                if isinstance(message, SlotsMade):
+                    self._attach(message)
+                elif isinstance(message, Segment):
+                    yield self._segment(message)
+                elif isinstance(message, Done):
+                    self.timer.add(message.totals)
                     return
                 else:
-                    raise self._refusal(kind, payload)
+                    raise self._refusal(message)
         finally:
             self.close()
 
-    def _attach(self, name: str, slot_bytes: int) -> None:
-        self.ring = shared_memory.SharedMemory(name=name)
+    def _attach(self, made: SlotsMade) -> None:
+        self.ring = shared_memory.SharedMemory(name=made.name)
         self.ring.unlink()  # gone from /dev/shm now; its memory goes when both processes let go of it
-        self.slots = np.ndarray((SLOTS, slot_bytes), np.uint8, self.ring.buf)
+        self.slots = np.ndarray((SLOTS, made.slot_bytes), np.uint8, self.ring.buf)
 
-    def _segment(self, index: int, slot: int | None, rows: object, grid: tuple[int, int, int],
-                 thumbnail: np.ndarray) -> PreparedSegment:
-        if slot is not None:  # rows is the shape; the pixels are in the slot, copied out before it is reused
+    def _segment(self, segment: Segment) -> PreparedSegment:
+        rows = segment.rows
+        if segment.slot is not None:  # rows is the shape; the pixels are in the slot, copied out before it is reused
             count = int(np.prod(rows))
-            rows = self.slots[slot, :count].reshape(rows).copy()
-            self.free.put(slot)
-        self.reached = f"{index + 1} of {self.probed.num_segments} segments"
-        return PreparedSegment(index, torch.from_numpy(rows), grid, thumbnail)
+            rows = self.slots[segment.slot, :count].reshape(rows).copy()
+            self.free.put(segment.slot)
+        self.reached = f"{segment.index + 1} of {self.probed.num_segments} segments"
+        return PreparedSegment(segment.index, torch.from_numpy(rows), segment.grid, segment.thumbnail)
 
-    def _receive(self) -> tuple:
+    def _receive(self) -> Message:
         """The child's next message, waiting while it makes progress; a stall or an exit becomes a refusal."""
         started = time.monotonic()
         while True:
@@ -187,21 +246,21 @@ class SandboxedDecoder:
                 try:  # it may have put its last words just before it ended
                     return self.results.get(timeout=POLL_S)
                 except queue.Empty:
-                    return ("exited", self.process.exitcode)
+                    return Exited(self.process.exitcode)
             if time.monotonic() - started > self.limits.decode_stall_s:
-                return ("stalled", None)
+                return Stalled()
 
-    def _refusal(self, kind: str, payload: list) -> TempoError:
+    def _refusal(self, message: Message) -> TempoError:
         """One plain sentence for what stopped the child; the detail goes to the log."""
-        if kind == "refused":
-            return payload[0]
-        log.info("decoding %s stopped (%s: %s) after %s", self.path, kind, payload[0] if payload else "",
-                 self.reached)
-        if kind == "memory" or (kind == "exited" and payload and payload[0] is not None and payload[0] < 0):
+        if isinstance(message, Refused):
+            return message.error
+        log.info("decoding %s stopped (%s) after %s", self.path, message, self.reached)
+        killed = isinstance(message, Exited) and message.code is not None and message.code < 0
+        if killed or (isinstance(message, Failed) and message.memory):
             return VideoError(f"{self.name} needs more memory to decode than the "
                               f"{self.limits.decode_memory_bytes / 2**20:,.0f} MB a video may take here, "
                               f"or its decoder crashed, after {self.reached}.")
-        if kind == "stalled":
+        if isinstance(message, Stalled):
             return VideoError(f"{self.name} stopped decoding after {self.reached}: nothing came out of the "
                               f"decoder for {self.limits.decode_stall_s:g} s.")
         return VideoError(f"{self.name} is damaged: decoding failed after {self.reached}.")

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ..errors import TempoError, VideoError
-from .probe import length
+from ..times import length
 from .readers import FrameReader
 from .sampling import SamplingPlan
 

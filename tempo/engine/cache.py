@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
-import torch
 
-from .config import SamplingConfig
-from .events import VideoProbed
-from .model.compressor import VisionFeatures
-from .video import SamplingPlan
-from .video.segments import PreparedSegment
+from ..config import SamplingConfig
+from ..events import Compression, VideoProbed
+from ..model.compressor import VisionFeatures
+from ..video import SamplingPlan
+from ..video.segments import PreparedSegment
 
 
 @dataclass
@@ -34,18 +33,6 @@ class EncodedSegment:
     def nbytes(self) -> int:
         tensors = [self.vision.embeds, *self.vision.deepstack]
         return self.thumbnail.nbytes + sum(t.numel() * t.element_size() for t in tensors)
-
-
-@dataclass
-class Compression:
-    """One question's compressor output for a video: memories [k_max, d_s] and relevance per segment."""
-
-    memories: list[torch.Tensor]
-    relevance: list[float]
-
-    @property
-    def nbytes(self) -> int:
-        return sum(m.numel() * m.element_size() for m in self.memories)
 
 
 @dataclass
@@ -105,7 +92,7 @@ class VideoCache:
             self._evict()
 
     def compression(self, key: VideoKey, question: str) -> Compression | None:
-        """The compressor's output for `question` on a cached video, if kept."""
+        """The compression for `question` of a cached video, if kept."""
         with self._lock:
             entry = self._entries.get(key)
             found = entry.compressions.get(question) if entry is not None else None
@@ -113,8 +100,9 @@ class VideoCache:
                 entry.compressions.move_to_end(question)
             return found
 
-    def remember(self, key: VideoKey, question: str, compression: Compression) -> None:
+    def remember(self, key: VideoKey, compression: Compression) -> None:
         """Keep `compression` with its cached video (nothing happens if the video is not cached)."""
+        question = compression.question
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
@@ -133,10 +121,6 @@ class VideoCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
 
 # Entries hold one model's vision features, so a cache serves one model. Library calls that pass no cache share
 # one per model, kept only as long as the model lives; servers own theirs.
@@ -145,7 +129,7 @@ _model_caches_lock = threading.Lock()
 
 
 def default_cache(model: object) -> VideoCache:
-    """The cache `tempo.run` uses for `model` when the caller passes none."""
+    """The cache `tempo.engine.run` uses for `model` when the caller passes none."""
     with _model_caches_lock:
         cache = _model_caches.get(model)
         if cache is None:

@@ -1,0 +1,164 @@
+"""The accelerator's half of a request: the vision tower and the compressor over micro-batches of segments, then
+the allocation and the answer. It gets a `Job` and yields events; all it sends back is CPU data."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from typing import Generator, Iterable, Iterator
+
+import torch
+
+from ..allocation import allocate
+from ..config import RunConfig
+from ..errors import OutOfMemory
+from ..events import (AllocationDone, AnswerToken, Compressed, Compression, Event, Finished, SegmentCompressed,
+                      SegmentSummary)
+from ..model import TempoModel
+from ..model.prompts import segment_prompt_ids
+from ..timing import StageTimer
+from ..video import SamplingPlan
+from ..video.patches import normalize
+from ..video.segments import PreparedSegment
+from .cache import EncodedSegment
+from .job import Job
+
+log = logging.getLogger(__name__)
+
+
+def micro_batches(items: Iterable, size: int) -> Iterator[list]:
+    """Lists of `size` items, except the first, which holds one item: on a long video the first segment's result
+    then shows as soon as its own frames are decoded, not after `size` segments' worth of video."""
+    batch: list = []
+    limit = 1
+    for item in items:
+        batch.append(item)
+        if len(batch) == limit:
+            yield batch
+            batch, limit = [], size
+    if batch:
+        yield batch
+
+
+def encode_batch(model: TempoModel, batch: list[PreparedSegment | EncodedSegment],
+                 timer: StageTimer) -> list[EncodedSegment]:
+    """The vision tower over a micro-batch's pixels (the question-independent half of compression); segments that
+    come with their vision features pass as they are."""
+    pixels = [s for s in batch if isinstance(s, PreparedSegment)]
+    if not pixels:
+        return list(batch)
+    with timer.stage("vision"), torch.inference_mode():
+        # uint8 rows travel to the accelerator (a quarter of the float bytes) and are normalised there
+        rows = torch.cat([s.pixel_rows for s in pixels]).to(model.device, non_blocking=True)  # [P, C*T*p*p] uint8
+        pixel_values = normalize(rows, model.geometry)
+        vision = iter(model.compressor.encode_vision(pixel_values, [s.grid for s in pixels]))
+    return [EncodedSegment(s.index, s.thumbnail, next(vision)) if isinstance(s, PreparedSegment) else s
+            for s in batch]
+
+
+def compress_batch(model: TempoModel, batch: list[EncodedSegment], question: str, plan: SamplingPlan,
+                   timer: StageTimer) -> tuple[torch.Tensor, list[float]]:
+    """The question-dependent half: memories [B, k_max, d_s] and relevance for a micro-batch of segments."""
+    with timer.stage("compress"), torch.inference_mode():
+        prompts = [segment_prompt_ids(model.compressor_tokenizer, question, plan, s.index, s.vision.grid,
+                                      model.geometry) for s in batch]
+        output = model.compressor(prompts, [s.vision for s in batch])
+    return output.memories, output.relevance.tolist()
+
+
+def effective_budget(model: TempoModel, config: RunConfig) -> int:
+    """The visual token budget of a run: the configured one, else the checkpoint's."""
+    budget = config.allocation.budget
+    return model.spec.visual_token_budget if budget is None else budget
+
+
+def allocate_tokens(model: TempoModel, relevance: list[float], config: RunConfig) -> list[int]:
+    """Memory tokens kept per segment under `config`'s allocation settings (and budget, or the checkpoint's)."""
+    allocation = config.allocation
+    return allocate(relevance, effective_budget(model, config), allocation.k_min, model.spec.num_memory_tokens,
+                    allocation.strategy, allocation.seed)
+
+
+def respond(model: TempoModel, compression: Compression, config: RunConfig, timer: StageTimer) -> Iterator[Event]:
+    """Allocate the budget over a compression and stream the answer: `AllocationDone`, `AnswerToken`s, then
+    `Finished`."""
+    allocation, k_max, budget = config.allocation, model.spec.num_memory_tokens, effective_budget(model, config)
+    with timer.stage("allocate"), torch.inference_mode():
+        tokens = allocate_tokens(model, compression.relevance, config)
+        embeds, cut = model.decoder_inputs(compression.memories, tokens, allocation.truncation, compression.question,
+                                           compression.plan.tag_times(),
+                                           config.context_length or model.spec.context_length)
+    yield AllocationDone(tokens, budget, sum(tokens), allocation.k_min, k_max, allocation.strategy,
+                         allocation.truncation, cut)
+
+    piece = model.tokenizer.piece_decoder()
+    token_ids = []
+    spells_word = model.tokenizer.has_letters if model.spec.repetition_guard else None
+    generated = model.decoder.generate(embeds, config.generation, set(model.spec.stop_ids), model.spec.top_k,
+                                       spells_word)
+    while True:
+        with timer.stage("generate"):
+            token = next(generated, None)
+        if token is None:
+            break
+        token_ids.append(token)
+        yield AnswerToken(token, piece(token))
+
+    segments = [SegmentSummary(i, *compression.plan.span(i), score, k)
+                for i, (score, k) in enumerate(zip(compression.relevance, tokens))]
+    yield Finished(model.tokenizer.decode(token_ids).strip(), token_ids, segments, budget, sum(tokens),
+                   k_max, timer.timings(), compression.video, config.summary(budget),
+                   tuple(sorted(timer.alongside & timer.totals.keys())))
+
+
+def compress_segments(model: TempoModel, job: Job) -> Generator[Event, None, Compression]:
+    """Every segment of `job` through the vision tower (where it comes as pixels) and the compressor: a
+    `SegmentCompressed` each, then `Compressed` with a copy on the CPU; returns the compression as computed (on
+    the accelerator). The segments' source is closed if it is left early (a decoding stream stops its workers)."""
+    memories: list[torch.Tensor] = []
+    relevance: list[float] = []
+    kept: list[EncodedSegment] | None = [] if job.keep_vision_bytes else None
+    started = time.perf_counter()
+    try:
+        for batch in micro_batches(job.segments, job.config.micro_batch):
+            batch = encode_batch(model, batch, job.timer)
+            batch_memories, batch_relevance = compress_batch(model, batch, job.question, job.plan, job.timer)
+            for segment, memory, score in zip(batch, batch_memories, batch_relevance):
+                memories.append(memory)
+                relevance.append(score)
+                yield SegmentCompressed(segment.index, job.video.num_segments, *job.plan.span(segment.index), score,
+                                        segment.thumbnail)
+            if kept is not None:  # kept only while it could still fit
+                kept += batch
+                if sum(s.nbytes for s in kept) > job.keep_vision_bytes:
+                    kept = None
+    finally:
+        if hasattr(job.segments, "close"):
+            job.segments.close()
+    log.info("compressed %d segments for a question in %.1f s", len(memories), time.perf_counter() - started)
+    compression = Compression(job.question, job.video, job.plan, memories, relevance)
+    yield Compressed(Compression(job.question, job.video, job.plan, [m.cpu() for m in memories], relevance), kept)
+    return compression
+
+
+def execute(model: TempoModel, job: Job) -> Iterator[Event]:
+    """The accelerator's half: one `SegmentCompressed` per segment and then `Compressed` (unless the job brings its
+    compression), then `AllocationDone`, `AnswerToken`s and `Finished` for each answer."""
+    compression = job.compression
+    if compression is None:
+        compression = yield from compress_segments(model, job)
+    for config in job.answers:
+        yield from respond(model, compression, config, job.timer)
+
+
+@contextlib.contextmanager
+def out_of_memory_as_error() -> Iterator[None]:
+    """Running out of (GPU or host) memory becomes `OutOfMemory`, the one error that says so, and what can be freed
+    is freed."""
+    try:
+        yield
+    except (torch.OutOfMemoryError, MemoryError):
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()  # let the next request start from a clean slate
+        raise OutOfMemory() from None

@@ -1,0 +1,212 @@
+"""The host's half of a request: the question and the file checked, the video found in the per-video cache or
+opened by a decoder, and the job sent to the accelerator, from one of three sources: a compression the cache holds
+(replayed), segments the cache holds (pixels or vision features), or the file decoded now. `run` is a whole
+request in one process; a server passes its own way to reach the accelerator (`demo.device`)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+from functools import partial
+from typing import Callable, Iterable, Iterator
+
+from ..allocation import check_budget
+from ..config import Limits, RunConfig
+from ..errors import InputError, TempoError, VideoError
+from ..events import Compressed, Compression, Event, Finished, SegmentCompressed, SegmentRead, VideoProbed
+from ..model import TempoModel
+from ..times import length
+from ..timing import StageTimer
+from ..video import SamplingPlan, probe
+from ..video.patches import PatchGeometry
+from ..video.sandbox import SandboxedDecoder
+from ..video.segments import Decoder, LocalDecoder, PreparedSegment
+from .accelerator import effective_budget, execute, out_of_memory_as_error
+from .cache import VideoCache, VideoEntry, VideoKey, default_cache
+from .job import Answers, Job
+
+Accelerate = Callable[[Job], Iterable[Event]]
+
+
+# ------------------------------------------------------------------------------------------------ checks
+
+def check_question(question: str, max_chars: int) -> str:
+    """Reject what cannot be a question; the text itself is passed on verbatim (it is never markup), except
+    that characters no encoding can carry (lone surrogates from undecodable bytes) become U+FFFD."""
+    if not isinstance(question, str) or not question.strip():
+        raise InputError("Please type a question about the video.")
+    if len(question) > max_chars:
+        raise InputError(f"The question is {len(question):,} characters long; the limit is {max_chars:,}.")
+    return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in question)
+
+
+def checked(model: TempoModel, question: str, config: RunConfig | None) -> tuple[RunConfig, str]:
+    """The run's config (default: the library's) and question, both refused early with a message if unusable."""
+    config = config or RunConfig()
+    config.validate(model.spec)
+    return config, check_question(question, config.limits.max_question_chars)
+
+
+def check_file(video: str | os.PathLike, limits: Limits) -> None:
+    """`video`'s container and bitstream headers against the limits; nothing is decoded."""
+    probe.check(probe.probe(video), limits)
+
+
+def check_duration(probed: VideoProbed, limits: Limits) -> None:
+    """Refuse a video longer than the limit, before any frame is decoded."""
+    if probed.duration > limits.max_duration_s:
+        raise InputError(f"The video lasts {length(probed.duration)}; this server accepts up to "
+                         f"{length(limits.max_duration_s)}.")
+
+
+# ------------------------------------------------------------------------------------------------ the source
+
+def open_decoder(video: str | os.PathLike, config: RunConfig, geometry: PatchGeometry, timer: StageTimer) -> Decoder:
+    """`video`'s headers read and checked against the limits (nothing decoded yet), then the file opened by a
+    decoder: in a child process where `limits.isolate_decoding` says so (servers), else in this one."""
+    limits = config.limits
+    if not os.path.exists(video):
+        raise VideoError(f"Video file not found: {os.fspath(video)}")
+    if os.path.isfile(video) and os.path.getsize(video) > 0:  # the decoders name the other cases precisely
+        with timer.stage("open"):
+            check_file(video, limits)
+    decoder = SandboxedDecoder if limits.isolate_decoding else LocalDecoder
+    return decoder(video, config.sampling, geometry, limits, timer)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a request's segments come from: the video's cache entry, or a decoder that has opened the file."""
+
+    key: VideoKey | None  # None: the file cannot be cached (not a regular file)
+    probed: VideoProbed
+    plan: SamplingPlan
+    cached: VideoEntry | None
+    decoder: Decoder | None
+
+
+@contextlib.contextmanager
+def opened(video: str | os.PathLike, config: RunConfig, cache: VideoCache, geometry: PatchGeometry,
+           timer: StageTimer) -> Iterator[Source]:
+    """The file checked against the limits, then found in the cache or opened by a decoder (nothing decoded yet),
+    which is closed on the way out, whether or not its segments were taken."""
+    limits = config.limits
+    if os.path.isfile(video) and os.path.getsize(video) > limits.max_upload_bytes:
+        raise InputError(f"The file is {os.path.getsize(video) / 2**20:,.1f} MB; this server accepts up "
+                         f"to {limits.max_upload_bytes / 2**20:,.1f} MB.")
+    key = cache.key(video, config.sampling) if os.path.isfile(video) else None
+    cached = cache.get(key) if key else None
+    if cached is not None:
+        yield Source(key, cached.probed, cached.plan, cached, None)
+        return
+    decoder = open_decoder(video, config, geometry, timer)
+    try:
+        yield Source(key, decoder.probed, decoder.plan, None, decoder)
+    finally:
+        decoder.close()
+
+
+# ------------------------------------------------------------------------------------------------ the host's half
+
+def serve(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig, answers: Answers,
+          cache: VideoCache, accelerate: Accelerate | None = None, remote: bool = False) -> Iterator[Event]:
+    """The host's half of a request (`config` and `question` already checked): `VideoProbed`, then the job's events
+    as `accelerate` (default: `execute` here) yields them. `answers`: the allocations to answer under, or a function
+    of the probe giving them. One `Compressed` always comes before the answers, and what it holds is kept in
+    `cache`. `remote`: the accelerator is another process; the video is then read here first (a `SegmentRead`
+    each), its pixels kept in the cache and sent with the job."""
+    accelerate = accelerate or partial(execute, model)
+    timer = StageTimer()
+    with out_of_memory_as_error(), opened(video, config, cache, model.geometry, timer) as source:
+        check_duration(source.probed, config.limits)
+        yield source.probed
+        chosen = tuple(answers(source.probed) if callable(answers) else answers)
+        for answer_config in chosen or (config,):
+            check_budget(source.probed.num_segments, effective_budget(model, answer_config),
+                         answer_config.allocation.strategy, config.sampling.segment_frames)
+        make_job = partial(Job, question, source.probed, source.plan, config, chosen, timer)
+        known = cache.compression(source.key, question) if source.cached is not None else None
+        if known is not None:
+            yield from replayed(source, known, make_job(compression=known), accelerate)
+        elif source.cached is not None:
+            yield from from_cached_segments(source, make_job(segments=source.cached.segments), accelerate, cache)
+        elif remote:
+            yield from read_then_sent(source, make_job, accelerate, cache)
+        else:
+            yield from decoded_here(source, make_job, accelerate, cache)
+
+
+def replayed(source: Source, compression: Compression, job: Job, accelerate: Accelerate) -> Iterator[Event]:
+    """Asked before: the compression replays from the cache (`Compressed` says so first, then each segment as
+    it was), and the accelerator only answers."""
+    yield Compressed(compression, from_cache=True)
+    if not job.answers:
+        return
+    for segment, score in zip(source.cached.segments, compression.relevance):
+        yield SegmentCompressed(segment.index, source.probed.num_segments, *source.plan.span(segment.index), score,
+                                segment.thumbnail)
+    yield from accelerate(job)
+
+
+def from_cached_segments(source: Source, job: Job, accelerate: Accelerate, cache: VideoCache) -> Iterator[Event]:
+    """A new question about a video the cache holds: its segments (pixels or vision features) go to the
+    accelerator, and the compression that comes back joins them."""
+    for event in accelerate(job):
+        if isinstance(event, Compressed):
+            cache.remember(source.key, event.compression)
+        yield event
+
+
+def read_then_sent(source: Source, make_job: Callable[..., Job], accelerate: Accelerate,
+                   cache: VideoCache) -> Iterator[Event]:
+    """A new video for an accelerator in another process: every segment is read here first, its pixels cached,
+    then sent."""
+    segments = yield from read_all(source.decoder.segments(), source.probed.num_segments)
+    if source.key is not None:
+        cache.put(source.key, VideoEntry(source.probed, source.plan, segments))
+    yield from from_cached_segments(source, make_job(segments=segments), accelerate, cache)
+
+
+def decoded_here(source: Source, make_job: Callable[..., Job], accelerate: Accelerate,
+                 cache: VideoCache) -> Iterator[Event]:
+    """A new video for an accelerator in this process: segments stream from the decoder as they are read, and
+    their vision features come back with the compression to be cached with it, where they fit."""
+    keep = cache.max_bytes if source.key is not None else 0
+    for event in accelerate(make_job(segments=source.decoder.segments(), keep_vision_bytes=keep)):
+        if isinstance(event, Compressed) and event.vision is not None:
+            compressions = OrderedDict({event.compression.question: event.compression})
+            cache.put(source.key, VideoEntry(source.probed, source.plan, event.vision, compressions))
+        yield event
+
+
+def read_all(segments: Iterable[PreparedSegment], total: int) -> Iterator[SegmentRead]:
+    """Decode and preprocess every segment before the accelerator is asked for (a `SegmentRead` each); returns
+    them as a list."""
+    read = []
+    for segment in segments:
+        read.append(segment)
+        yield SegmentRead(segment.index, total)
+    return read
+
+
+# ------------------------------------------------------------------------------------------------ a whole request
+
+def run(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig | None = None,
+        cache: VideoCache | None = None) -> Iterator[Event]:
+    """Answer `question` about `video`, yielding progress events; the last one is `Finished`.
+
+    `cache` keeps the question-independent work for follow-up questions (default: one cache per model)."""
+    config, question = checked(model, question, config)
+    cache = default_cache(model) if cache is None else cache
+    yield from serve(model, video, question, config, (config,), cache)
+
+
+def answer(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig | None = None,
+           cache: VideoCache | None = None) -> Finished:
+    """Run to completion and return the `Finished` event."""
+    for event in run(model, video, question, config, cache):
+        if isinstance(event, Finished):
+            return event
+    raise TempoError("The pipeline ended without an answer.")

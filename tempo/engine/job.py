@@ -1,0 +1,37 @@
+"""The job that travels from the host's half of a request to the accelerator's: what to compress (or the
+compression, when the cache holds it) and what to answer. Everything in it pickles once its segments are a list."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+from ..config import RunConfig
+from ..events import Compression, VideoProbed
+from ..timing import StageTimer
+from ..video import SamplingPlan
+from ..video.segments import PreparedSegment
+from .cache import EncodedSegment
+
+Answers = Sequence[RunConfig] | Callable[[VideoProbed], Sequence[RunConfig]]  # configs, or made from the probe
+
+
+@dataclass(frozen=True)
+class Job:
+    """One trip to the accelerator: compress `segments` for `question` (unless `compression` is given), then answer
+    once per config in `answers` (an ask has one, a comparison two, a budget sweep six)."""
+
+    question: str
+    video: VideoProbed
+    plan: SamplingPlan
+    config: RunConfig  # the run's sampling and micro-batch
+    answers: tuple[RunConfig, ...]
+    timer: StageTimer
+    segments: Iterable[PreparedSegment | EncodedSegment] = ()
+    compression: Compression | None = None
+    keep_vision_bytes: int = 0  # send the vision features back with the compression while they fit in this
+
+    @property
+    def to_compress(self) -> int:
+        """Segments the accelerator compresses (none when the compression is given)."""
+        return 0 if self.compression is not None else self.video.num_segments

@@ -1,0 +1,31 @@
+"""The timeline's points and the page's click script agree on what each point carries (`PointData`)."""
+
+from __future__ import annotations
+
+import re
+
+from demo.html import PICKER_JS
+from tempo.events import SegmentSummary
+from tempo.render.timeline import PointData, timeline_figure
+
+
+def script_index(name: str) -> int:
+    """The customdata index the page's script reads `name` (SEGMENT or START) from."""
+    return int(re.search(rf"\b{name} = (\d+)", PICKER_JS).group(1))
+
+
+def test_a_click_reads_the_segment_and_its_start_from_where_the_figure_put_them():
+    segments = [SegmentSummary(i, 4.0 * i, 4.0 * i + 4, 0.1 * i, 8 + i) for i in range(5)]
+    figure = timeline_figure(segments, tokens=[s.tokens for s in segments], k_max=32, duration=20.0)
+    points = [trace for trace in figure.data if trace.type in ("bar", "scatter")]
+    assert points, "the timeline drew no points"
+    for trace in points:
+        for point, segment in zip(trace.customdata, segments):
+            assert point[script_index("SEGMENT")] == segment.index
+            assert point[script_index("START")] == segment.start
+            assert PointData(*point).segment == segment.index
+
+
+def test_the_check_can_fail():
+    """Fields put in another order are caught: the script's indices follow the record, not a copy of it."""
+    assert script_index("SEGMENT") == PointData._fields.index("segment") != PointData._fields.index("start")
