@@ -15,7 +15,7 @@ from tempo.train import data
 from tempo.train.base import BaseExamples, shape_patch_filters
 from tempo.train.curriculum import train
 from tempo.train.recipe import Recipe
-from tempo.train.stages import training_allocation
+from tempo.train.paper import training_allocation
 
 K_MAX = 32
 

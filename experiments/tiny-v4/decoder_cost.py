@@ -25,7 +25,7 @@ from tempo.synthetic import generate_video
 from tempo.train.compose import Composer, build_pool, evaluation_allocation, train_composed, when_within_tolerance
 from tempo.train.recipe import TRAINING_SEEDS
 from tempo.train.state import load_state
-from tempo.train.stages import answer_loss
+from tempo.train.paper import answer_loss
 from tempo.model import build_model
 
 log = logging.getLogger("decoder_cost")

@@ -25,7 +25,7 @@ from ..model import TempoModel
 from ..synthetic import Question, SyntheticVideo, is_correct
 from . import data
 from .loop import Progress, Schedule
-from .stages import K_MIN, answer_loss, compress_video, training_allocation
+from .paper import K_MIN, answer_loss, compress_video, training_allocation
 
 FAMILIES = ("needle", "grounding", "counting")
 EVAL_WIDTHS = (1, 4, 16, 64, 128)

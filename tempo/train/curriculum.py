@@ -39,7 +39,7 @@ from . import data
 from .base import pretrain_base, relevance_accuracy, shape_accuracy, shape_heads, shape_patch_filters
 from .loop import use_linear_patch_embed
 from .recipe import TRAINING_SEEDS, Recipe
-from .stages import align_captions, train_answers, train_decoder_long
+from .paper import align_captions, train_answers, train_decoder_long
 from .tiny import train_tokenizer, write_skeleton
 
 log = logging.getLogger(__name__)

@@ -20,6 +20,7 @@ import os
 import sys
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -42,6 +43,7 @@ STRATEGIES = tuple(s for s in allocation.STRATEGIES if s != "off")  # the ones h
 VIDEO_FPS = 2.0  # the rate the pipeline samples at: denser files only cost encoding time
 SWEEP_FRACTIONS = (1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)  # of all memory tokens (num_segments * k_max)
 SWEEP_STRATEGIES = ("ata", "uniform")
+VARIANTS = [(s, "head") for s in STRATEGIES] + [("ata", "tail"), ("oracle", "head")]  # (allocation, truncation)
 BOOTSTRAP_RESAMPLES = 10_000
 
 
@@ -99,73 +101,98 @@ def sweep_budget(num_segments: int, k_max: int, fraction: float) -> int:
     return max(num_segments, round(fraction * num_segments * k_max))
 
 
+@dataclass
+class Tally:
+    """What an evaluation collects: each (strategy, truncation)'s records, the budget sweep's, ATA's allocation
+    shapes by family, and ATA's answers as examples."""
+
+    outcomes: dict[tuple[str, str], list[dict]] = field(default_factory=lambda: defaultdict(list))
+    swept: dict[tuple[str, float], list[dict]] = field(default_factory=lambda: defaultdict(list))
+    shapes: dict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
+    examples: list[dict] = field(default_factory=list)
+
+
 def evaluate(model: TempoModel, n: int, seed: int, budget: int | None, min_duration: float, max_duration: float,
              directory: str, max_new_tokens: int = 24, k_min: int = AllocationConfig().k_min,
              sweep: bool = True) -> dict:
     """Run the evaluation and return the JSON-ready report."""
     check_seeds(seed, n)
-    k_max = model.spec.num_memory_tokens
-    variants = [(s, "head") for s in STRATEGIES] + [("ata", "tail"), ("oracle", "head")]
-    outcomes: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    swept: dict[tuple[str, float], list[dict]] = defaultdict(list)
-    shapes: dict[str, list[dict]] = defaultdict(list)
-    examples = []
+    tally = Tally()
     base = RunConfig(generation=GenerationConfig(max_new_tokens=max_new_tokens))
     started = time.perf_counter()
     for video_seed in range(seed, seed + n):
         path, video = video_file(video_seed, min_duration, max_duration, directory)
         for question in make_questions(video, np.random.default_rng(video_seed)):
-            compressed = compression(model, path, question.text, base)
-            video_budget = budget or compressed.video.num_segments * k_max // 4
-            segment_seconds = base.sampling.segment_frames / compressed.video.real_fps
-            oracle = dataclasses.replace(compressed, relevance=oracle_relevance(compressed, question))
-
-            def outcome(source: Compression, allocation: AllocationConfig) -> tuple[Finished, dict]:
-                finished = reanswer(model, source, RunConfig(allocation=allocation, generation=base.generation))
-                return finished, {
-                    "video": video_seed,
-                    "family": question.family,
-                    "correct": is_correct(question, finished.answer, segment_seconds),
-                    "localized": None if question.family == "global" else most_allocated_overlaps(finished, question),
-                    "evidence_share": None if question.family == "global" else evidence_share(finished, question),
-                    "tokens_per_frame": finished.tokens_used / compressed.video.sampled_frames,
-                }
-
-            for name, truncation in variants:
-                strategy, source = ("ata", oracle) if name == "oracle" else (name, compressed)
-                finished, record = outcome(source, AllocationConfig(budget=video_budget, k_min=k_min,
-                                                                    strategy=strategy, truncation=truncation))
-                tokens = [s.tokens for s in finished.segments]
-                outcomes[(name, truncation)].append(record)
-                if (name, truncation) == ("ata", "head"):
-                    shapes[question.family].append(allocation_shape(tokens, k_min, k_max))
-                    examples.append({"seed": video_seed, "duration": round(video.duration, 1),
-                                     "family": question.family, "question": question.text,
-                                     "expected": question.answer, "answer": finished.answer,
-                                     "correct": record["correct"]})
-            for fraction in SWEEP_FRACTIONS if sweep else ():
-                for strategy in SWEEP_STRATEGIES:
-                    allocation = AllocationConfig(budget=sweep_budget(len(compressed.relevance), k_max, fraction),
-                                                  k_min=k_min, strategy=strategy)
-                    swept[(strategy, fraction)].append(outcome(compressed, allocation)[1])
+            evaluate_question(model, tally, path, video_seed, video.duration, question, base, budget, k_min, sweep)
         log.info("video %d/%d (seed %d, %.0f s): %.0f s elapsed", video_seed - seed + 1, n, video_seed,
                  video.duration, time.perf_counter() - started)
+    settings = {"model": model.spec.name, "videos": n, "seeds": [seed, seed + n - 1],
+                "budget": budget or "a quarter of all memory tokens (num_segments * k_max / 4)",
+                "durations": [min_duration, max_duration], "k_min": k_min, "k_max": model.spec.num_memory_tokens,
+                "seconds": round(time.perf_counter() - started, 1)}
+    return report_of(tally, settings, k_min, sweep)
 
-    def summary(records: list[dict]) -> dict:
-        localized = [r["localized"] for r in records if r["localized"] is not None]
-        shares = [r["evidence_share"] for r in records if r["evidence_share"] is not None]
-        return {"accuracy": float(np.mean([r["correct"] for r in records])),
-                "localization": float(np.mean(localized)) if localized else None,
-                "evidence_share": float(np.mean(shares)) if shares else None,
-                "tokens_per_frame": float(np.mean([r["tokens_per_frame"] for r in records])),
-                "per_family": {family: float(np.mean([r["correct"] for r in records if r["family"] == family]))
-                               for family in FAMILIES if any(r["family"] == family for r in records)},
-                "questions": len(records)}
 
-    def margin(first: list[dict], second: list[dict]) -> dict[str, float]:
-        return paired_bootstrap([r["correct"] for r in first], [r["correct"] for r in second],
-                                [r["video"] for r in first])
+def evaluate_question(model: TempoModel, tally: Tally, path: str, video_seed: int, duration: float,
+                      question: Question, base: RunConfig, budget: int | None, k_min: int, sweep: bool) -> None:
+    """One question compressed once, then answered under every variant (and the sweep's budgets) into `tally`."""
+    k_max = model.spec.num_memory_tokens
+    compressed = compression(model, path, question.text, base)
+    video_budget = budget or compressed.video.num_segments * k_max // 4
+    segment_seconds = base.sampling.segment_frames / compressed.video.real_fps
+    oracle = dataclasses.replace(compressed, relevance=oracle_relevance(compressed, question))
 
+    def outcome(source: Compression, allocation: AllocationConfig) -> tuple[Finished, dict]:
+        finished = reanswer(model, source, RunConfig(allocation=allocation, generation=base.generation))
+        return finished, {
+            "video": video_seed,
+            "family": question.family,
+            "correct": is_correct(question, finished.answer, segment_seconds),
+            "localized": None if question.family == "global" else most_allocated_overlaps(finished, question),
+            "evidence_share": None if question.family == "global" else evidence_share(finished, question),
+            "tokens_per_frame": finished.tokens_used / compressed.video.sampled_frames,
+        }
+
+    for name, truncation in VARIANTS:
+        strategy, source = ("ata", oracle) if name == "oracle" else (name, compressed)
+        finished, record = outcome(source, AllocationConfig(budget=video_budget, k_min=k_min, strategy=strategy,
+                                                            truncation=truncation))
+        tally.outcomes[(name, truncation)].append(record)
+        if (name, truncation) == ("ata", "head"):
+            tally.shapes[question.family].append(allocation_shape([s.tokens for s in finished.segments], k_min,
+                                                                  k_max))
+            tally.examples.append({"seed": video_seed, "duration": round(duration, 1), "family": question.family,
+                                   "question": question.text, "expected": question.answer, "answer": finished.answer,
+                                   "correct": record["correct"]})
+    for fraction in SWEEP_FRACTIONS if sweep else ():
+        for strategy in SWEEP_STRATEGIES:
+            allocation = AllocationConfig(budget=sweep_budget(len(compressed.relevance), k_max, fraction),
+                                          k_min=k_min, strategy=strategy)
+            tally.swept[(strategy, fraction)].append(outcome(compressed, allocation)[1])
+
+
+def summary(records: list[dict]) -> dict:
+    """Accuracy, localisation, evidence share and tokens per frame over `records`, and accuracy per family."""
+    localized = [r["localized"] for r in records if r["localized"] is not None]
+    shares = [r["evidence_share"] for r in records if r["evidence_share"] is not None]
+    return {"accuracy": float(np.mean([r["correct"] for r in records])),
+            "localization": float(np.mean(localized)) if localized else None,
+            "evidence_share": float(np.mean(shares)) if shares else None,
+            "tokens_per_frame": float(np.mean([r["tokens_per_frame"] for r in records])),
+            "per_family": {family: float(np.mean([r["correct"] for r in records if r["family"] == family]))
+                           for family in FAMILIES if any(r["family"] == family for r in records)},
+            "questions": len(records)}
+
+
+def margin(first: list[dict], second: list[dict]) -> dict[str, float]:
+    """First's accuracy minus second's on the same questions, with its paired-bootstrap interval."""
+    return paired_bootstrap([r["correct"] for r in first], [r["correct"] for r in second],
+                            [r["video"] for r in first])
+
+
+def report_of(tally: Tally, settings: dict, k_min: int, sweep: bool) -> dict:
+    """The JSON-ready report of a finished tally."""
+    outcomes = tally.outcomes
     report = {
         "strategies": {strategy: summary(outcomes[(strategy, "head")]) for strategy in STRATEGIES},
         "truncation": {truncation: summary(outcomes[("ata", truncation)]) for truncation in ("head", "tail")},
@@ -173,14 +200,12 @@ def evaluate(model: TempoModel, n: int, seed: int, budget: int | None, min_durat
                       "head_minus_tail": margin(outcomes[("ata", "head")], outcomes[("ata", "tail")])},
         "oracle": summary(outcomes[("oracle", "head")]),
         "allocation_shape": {family: {key: float(np.mean([s[key] for s in values])) for key in values[0]}
-                             for family, values in shapes.items()},
-        "settings": {"model": model.spec.name, "videos": n, "seeds": [seed, seed + n - 1],
-                     "budget": budget or "a quarter of all memory tokens (num_segments * k_max / 4)",
-                     "durations": [min_duration, max_duration], "k_min": k_min, "k_max": k_max,
-                     "seconds": round(time.perf_counter() - started, 1)},
-        "examples": examples,
+                             for family, values in tally.shapes.items()},
+        "settings": settings,
+        "examples": tally.examples,
     }
     if sweep:
+        swept = tally.swept
         report["budget_sweep"] = {
             "fractions": list(SWEEP_FRACTIONS), "k_min": k_min,
             "strategies": {strategy: [summary(swept[(strategy, f)]) for f in SWEEP_FRACTIONS]
@@ -273,7 +298,7 @@ def write_jobs(path: str, n: int, seed: int, budgets: list[int], min_duration: f
     return len(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tempo.train.evaluate", description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=40, help="number of videos (default 40)")
     parser.add_argument("--seed", type=int, default=0, help="first video seed (default 0)")
@@ -294,6 +319,11 @@ def main(argv: list[str] | None = None) -> int:
                                                              "`python -m tempo batch` jobs to this file")
     parser.add_argument("--budgets", default="512,1024", help="with --write-jobs: one job per question and budget "
                                                               "(comma-separated; default 512,1024)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = arguments()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     for chatty in ("kaleido", "choreographer"):  # the PNG renderer logs every browser step at INFO
@@ -302,31 +332,37 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--n must be at least 1")
     if args.plot and args.no_sweep:
         parser.error("--plot draws the budget sweep; drop --no-sweep")
-    if args.write_jobs:
-        try:
+    try:
+        if args.write_jobs:
             budgets = [int(b) for b in args.budgets.split(",")]
             count = write_jobs(args.write_jobs, args.n, args.seed, budgets, args.min_duration, args.max_duration,
                                args.videos_dir)
-        except ValueError as exc:
-            parser.error(str(exc))
-        print(f"wrote {count} jobs to {args.write_jobs}")
-        return 0
-    model = from_pretrained(args.model, device="cpu")
-    if args.localisation_only:
-        try:
+            print(f"wrote {count} jobs to {args.write_jobs}")
+            return 0
+        model = from_pretrained(args.model, device="cpu")
+        if args.localisation_only:
             report = localisation(model, args.n, args.seed, args.min_duration, args.max_duration, args.videos_dir)
-        except (ValueError, InputError) as exc:
-            parser.error(str(exc))
-        print(json.dumps(report, indent=2))
-        if args.json_out:
-            with open(args.json_out, "w", encoding="utf-8") as f:
-                json.dump(report, f, indent=2)
-        return 0
-    try:
-        report = evaluate(model, args.n, args.seed, args.budget, args.min_duration, args.max_duration,
-                          args.videos_dir, k_min=args.k_min, sweep=not args.no_sweep)
+            print(json.dumps(report, indent=2))
+        else:
+            report = evaluate(model, args.n, args.seed, args.budget, args.min_duration, args.max_duration,
+                              args.videos_dir, k_min=args.k_min, sweep=not args.no_sweep)
+            print_report(report)
     except (ValueError, InputError) as exc:
         parser.error(str(exc))
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=2)
+    if args.plot and not args.localisation_only:
+        try:
+            write_sweep_figure(report, args.plot)
+        except InputError as exc:
+            print(exc, file=sys.stderr)
+            return 1
+    return 0
+
+
+def print_report(report: dict) -> None:
+    """The accuracy table, the margins, and how peaked ATA's allocations are on needle and global questions."""
     print(format_table(report))
     print(format_margins(report))
     shape = report["allocation_shape"]
@@ -335,16 +371,6 @@ def main(argv: list[str] | None = None) -> int:
             s = shape[family]
             print(f"ATA on {family} questions: {s['at_k_min']:.0%} of segments at k_min, "
                   f"{s['near_k_max']:.0%} near k_max, allocation entropy {s['entropy']:.2f}")
-    if args.json_out:
-        with open(args.json_out, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2)
-    if args.plot:
-        try:
-            write_sweep_figure(report, args.plot)
-        except InputError as exc:
-            print(exc, file=sys.stderr)
-            return 1
-    return 0
 
 
 if __name__ == "__main__":

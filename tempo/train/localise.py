@@ -22,7 +22,7 @@ from ..model.prompts import segment_prompt_ids
 from ..synthetic import COLOURS, KINDS, segment_relevance
 from . import data
 from .loop import Progress, Schedule
-from .stages import compress_video
+from .paper import compress_video
 
 LIST_SIZE = 16  # segments ranked against each other per question
 MAX_POSITIVES = 4

@@ -1,5 +1,6 @@
-"""Stages 0-3 of the Tempo recipe at toy scale, all with the auto-regressive answer loss: aligning the memory tokens
-and the decoder, then joint training, then the decoder alone on long videos."""
+"""The paper's training stages 0-3 at toy scale, all with the auto-regressive answer loss: aligning the memory
+tokens and the decoder, then joint training, then the decoder alone on long videos (`staged` runs them inside
+Tempo-Tiny's numbered stages)."""
 
 from __future__ import annotations
 
