@@ -31,7 +31,8 @@ from . import data
 from .base import relevance_accuracy
 from .curriculum import pretrain, set_relevance_direction, align_and_joint, training_videos
 from .localise import localisation_accuracy, ranking_regulariser, train_localisation
-from .compose import FAMILIES, Mixture, build_pool, copy_accuracy, train_composed
+from ..model import TempoModel
+from .compose import FAMILIES, Composer, Mixture, build_pool, copy_accuracy, train_composed
 from .recipe import TUNING_SEEDS, Recipe
 from .state import STATE_FILE, composed_pools, finish, resume  # noqa: F401 (STATE_FILE is read from here)
 from .v4 import V4_STAGES
@@ -88,6 +89,15 @@ def stage_decoder(recipe: Recipe, state_path: str, out_dir: str, device: torch.d
     return report
 
 
+def decoder_training(model: TempoModel, held_out: Composer, recipe: Recipe, report: dict) -> None:
+    """Before the decoder trains on composed inputs: the held-out copy accuracy it starts from, then only the
+    decoder set to learn."""
+    report["copy_accuracy_before"] = copy_accuracy(model, held_out, recipe.copy_eval_inputs)
+    log.info("held-out copy accuracy before: %s", report["copy_accuracy_before"])
+    model.train()
+    model.decoder.requires_grad_(True)
+
+
 def stage_compose(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
     model, head, tokenizer, report, rng = resume(3, recipe, state_path, out_dir, device)
     model.requires_grad_(False)
@@ -96,10 +106,7 @@ def stage_compose(recipe: Recipe, state_path: str, out_dir: str, device: torch.d
     report["stages"]["pool"] = {"seconds": round(time.perf_counter() - started, 1), "questions": len(pool.pool),
                                 "held_out_questions": len(held_out.pool)}
     log.info("composed-input pool: %s", report["stages"]["pool"])
-    report["copy_accuracy_before"] = copy_accuracy(model, held_out, recipe.copy_eval_inputs)
-    log.info("held-out copy accuracy before: %s", report["copy_accuracy_before"])
-    model.train()
-    model.decoder.requires_grad_(True)
+    decoder_training(model, held_out, recipe, report)
     report["stages"]["compose"] = train_composed(model, pool, recipe.copy_widths, recipe.copy_steps, 4,
                                                  recipe.copy_lr, recipe.copy_ata_share, rng, every,
                                                  held_out, recipe.copy_eval_inputs)
@@ -124,10 +131,7 @@ def composed_then_real(stage: int, recipe: Recipe, state_path: str, out_dir: str
                                  "real_segments": sum(len(item.labels) for item in real),
                                  "composed_questions": len(pool.pool)}
     log.info("real pairs and composed-input pool: %s", report["stages"]["pairs"])
-    report["copy_accuracy_before"] = copy_accuracy(model, held_out, recipe.copy_eval_inputs)
-    log.info("held-out copy accuracy before: %s", report["copy_accuracy_before"])
-    model.train()
-    model.decoder.requires_grad_(True)
+    decoder_training(model, held_out, recipe, report)
     report["stages"][phase] = train_composed(model, pool, widths, steps, 4, recipe.copy_lr, recipe.copy_ata_share,
                                              rng, every, held_out, recipe.copy_eval_inputs)
     log.info("growth curve, %s phases: %s", phase, report["stages"][phase]["growth_curve"])
