@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 import tempfile
 import time
 from pathlib import Path
 from typing import Iterator
 
 from tempo.analysis import most_relevant, usable
+from tempo.engine import Exchange
 from tempo.errors import InputError
 from tempo.events import AllocationDone, Finished, SegmentCompressed, SegmentSummary
 from tempo.render.progress import RunProgress, Stage
@@ -21,7 +23,7 @@ from tempo.times import clock
 from .chat import MAX_TURNS
 from .html import LOOKED_AT
 from .refusals import refused
-from .server import Server
+from .server import Request, Server
 from .settings import split_others
 
 REFRESH_S = 0.5  # a streamed partial result at most this often, besides the first segment and the milestones
@@ -32,8 +34,13 @@ MAX_HISTORY_BYTES = 8 * 2**20  # earlier turns a /chat call may send back (23 tu
 def answer(server: Server, video: object, question: str, **settings: object) -> Iterator[dict]:
     """JSON for API clients, streamed: partial while compressing (see `stage`), the full result at the end
     (with `truth`, the expected answer, for the shipped examples)."""
+    yield from streamed(server, server.request(video, question, settings))
+
+
+def streamed(server: Server, request: Request) -> Iterator[dict]:
+    """`request`'s run as /answer's JSON: partial results while it runs, at most every REFRESH_S besides the first
+    segment and the milestones, then the whole result."""
     progress, shown = RunProgress(), 0.0
-    request = server.request(video, question, settings)
     for event in server.run(request):
         progress.update(event)
         first = isinstance(event, SegmentCompressed) and len(progress.segments) == 1
@@ -50,9 +57,12 @@ def chat(server: Server, video: object, question: str, *, history: object = None
     """A conversation with one video: `history` (the "turns" a previous call returned; none to start) in, those
     turns plus this question's out, as {"turns": [...]}; while it runs, {"turns": history, "current": partial
     /answer result}. Each turn is /answer's result with its "question" and "looked_at" (the segments the compressor
-    found most relevant). Every question is answered on its own, reusing the cached work on the video."""
+    found most relevant). The model reads the earlier turns with the question (those its allowance holds; none for a
+    model that takes none: see each turn's history_used and history_dropped), reusing the cached work on the video."""
     turns = previous_turns(history)
-    for partial in answer(server, video, question, **settings):
+    request = replace(server.request(video, question, settings),
+                      history=tuple(Exchange(turn["question"], str(turn.get("answer") or "")) for turn in turns))
+    for partial in streamed(server, request):
         if partial["stage"] != Stage.DONE:
             yield {"turns": turns, "current": partial}
             continue

@@ -8,6 +8,7 @@ from functools import cached_property
 
 import plotly.graph_objects as go
 
+from tempo.engine import Exchange
 from tempo.events import Finished
 from tempo.render.progress import RunProgress
 from tempo.render.report import Asked, Truth, filmstrip_html
@@ -28,6 +29,12 @@ class Turn:
     evidence: tuple[tuple[float, float], ...]
     label: str
     cached: bool
+    remembers: bool = False  # the model reads earlier turns with a question
+
+    @property
+    def exchange(self) -> Exchange:
+        """This turn as the decoder reads it in a later turn."""
+        return Exchange(self.question, self.result.answer)
 
     @property
     def result(self) -> Finished:
@@ -72,6 +79,11 @@ class Conversation:
     def selecting(self, index: int) -> Conversation:
         """With turn `index` shown on the page."""
         return replace(self, selected=index)
+
+
+def history(conversation: Conversation | None) -> tuple[Exchange, ...]:
+    """The conversation's turns, oldest first, as a next question's earlier turns."""
+    return tuple(turn.exchange for turn in conversation.turns) if conversation is not None else ()
 
 
 def continued(conversation: object, video: str) -> Conversation:

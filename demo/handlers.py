@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import shutil
+from dataclasses import replace
 import tempfile
 import time
 from pathlib import Path
@@ -25,7 +26,7 @@ from tempo.times import clock
 from tempo.render.timeline import axis_of, comparison_figure, progress_figure, result_figure, sweep_figure
 
 from . import preview
-from .chat import Conversation, Turn, continued, messages
+from .chat import Conversation, Turn, continued, history, messages
 from .html import comparison_html, segment_html, stats_html, status_html, truth_html
 from .refusals import refusal, refused
 from .server import Request, Server, label
@@ -78,6 +79,7 @@ def analyze(server: Server, video: object, question: str, *, conversation: objec
     try:
         request = server.request(video, question, settings, bool(no_compression))
         talk = continued(talk, request.video)
+        request = replace(request, history=history(talk))
         for event in server.run(request):
             progress.update(event)
             if isinstance(event, VideoProbed):
@@ -97,8 +99,9 @@ def analyze(server: Server, video: object, question: str, *, conversation: objec
             elif isinstance(event, Finished):
                 if not progress.from_cache:
                     server.pace.record(event)
-                talk = talk.with_turn(Turn(request.question, progress, server.truth(request, event), request.evidence,
-                                      label(request.config, event.budget), progress.from_cache))
+                turn = Turn(request.question, progress, server.truth(request, event), request.evidence,
+                            label(request.config, event.budget), progress.from_cache, server.model.spec.takes_history)
+                talk = talk.with_turn(turn)
                 # A folder per request, deleted (finally) once Gradio has copied the files into its cache.
                 workdir = tempfile.mkdtemp(prefix="tempo-app-")
                 yield turn_updates(talk) | downloads(server, talk, Path(workdir))

@@ -68,6 +68,9 @@ def header_html(model: TempoModel) -> str:
         note = ("<p class='note'>This demo runs <b>Tempo-Tiny</b>, a 1.5M-parameter Tempo that only knows its "
                 "synthetic world of moving shapes: try the examples. On your own videos it runs, but its relevance "
                 "and answers mean nothing; the real model is Tempo-6B on a GPU.</p>")
+    if not spec.takes_history:
+        note += ("<p class='note' id='tempo-no-history'>This model answers each question on its own: the chat keeps "
+                 "your earlier turns, but they do not reach it.</p>")
     return ("<div class='tempo-header'><h1>Tempo <span>query-aware compression for long videos</span></h1>"
             "<p>A small VLM reads your video 8 frames at a time, packs each segment into memory tokens and scores "
             "how relevant it is to your question; Adaptive Token Allocation spends the token budget where the "
@@ -216,10 +219,18 @@ def turn_html(index: int, turn, selected: bool) -> str:
         verdict = (f"<div class='tempo-verdict {mark}'>{'✓' if turn.truth.correct else '✗'} expected "
                    f"{seekable(turn.truth.expected)}</div>")
     meta = (f"{html.escape(turn.label)} · {result.tokens_used:,} tokens · {result.timings.get('total', 0.0):.1f} s"
-            + (" · compression from the cache" if turn.cached else ""))
+            + (" · compression from the cache" if turn.cached else "") + memory_text(result, turn.remembers))
     return (f"<div class='tempo-turn{' selected' if selected else ''}' data-turn='{index}'>"
             f"<div class='tempo-reply'>{seekable(answer_text(result.answer))}</div>{verdict}"
             f"{turn.looked}<div class='tempo-meta'>{meta}</div></div>")
+
+
+def memory_text(result: Finished, remembers: bool) -> str:
+    """What of the conversation the model read with this question (nothing to say for a model that reads none)."""
+    if not remembers or not (result.history_used or result.history_dropped):
+        return ""
+    text = f" · read with {result.history_used} earlier turn{'s' * (result.history_used != 1)}"
+    return text + (f" ({result.history_dropped} older left out)" if result.history_dropped else "")
 
 
 def pending_html(partial: str) -> str:

@@ -19,7 +19,7 @@ from gradio.utils import get_upload_folder
 from tempo import analysis
 from tempo.analysis import SegmentLook
 from tempo.config import Limits, RunConfig, SamplingConfig, Strategy
-from tempo.engine import Answers, Compressed, Compression, VideoCache, VideoKey, checked, serve
+from tempo.engine import Answers, Compressed, Compression, Exchange, VideoCache, VideoKey, checked, serve
 from tempo.errors import InputError, TempoError
 from tempo.events import Event, Finished
 from tempo.model import TempoModel
@@ -89,6 +89,7 @@ class Request:
     question: str
     config: RunConfig
     example: Example | None = None
+    history: tuple[Exchange, ...] = ()  # the conversation's earlier turns, oldest first
 
     @property
     def evidence(self) -> tuple[tuple[float, float], ...]:
@@ -194,7 +195,7 @@ class Server:
         (default: the request's own)."""
         answers = (request.config,) if answers is None else answers
         return serve(self.model, request.video, request.question, request.config, answers, self.cache,
-                     self.device.accelerate, self.device.remote)
+                     self.device.accelerate, self.device.remote, request.history)
 
     def write_report(self, asked: Sequence[Asked], path: str | os.PathLike) -> Path:
         """Finished runs on one video (a conversation's turns) as one offline HTML file."""

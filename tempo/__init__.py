@@ -4,11 +4,11 @@ from .config import AllocationConfig, GenerationConfig, Limits, RunConfig, Sampl
 from .errors import InputError, ModelError, ResourceError, TempoError, VideoError
 from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed, VideoProbed
 from .model import DEFAULT_MODEL, TempoModel, from_pretrained
-from .engine import VideoCache, answer, run
+from .engine import Exchange, VideoCache, answer, run
 
 __all__ = [
     "AllocationConfig", "GenerationConfig", "Limits", "RunConfig", "SamplingConfig",
     "InputError", "ModelError", "ResourceError", "TempoError", "VideoError",
     "AllocationDone", "AnswerToken", "Finished", "SegmentCompressed", "VideoProbed",
-    "DEFAULT_MODEL", "TempoModel", "VideoCache", "from_pretrained", "answer", "run",
+    "DEFAULT_MODEL", "Exchange", "TempoModel", "VideoCache", "from_pretrained", "answer", "run",
 ]

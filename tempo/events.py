@@ -121,6 +121,8 @@ class Finished:
     video: VideoProbed
     settings: dict[str, object] = field(default_factory=dict)  # what the run was asked to do (see RunConfig.summary)
     alongside: tuple[str, ...] = ()  # stages that ran beside the others (decoding workers), outside the total's sum
+    history_used: int = 0  # earlier turns of the conversation the decoder read
+    history_dropped: int = 0  # earlier turns left out: over the token allowance, or a model that takes none
 
     def to_dict(self) -> dict:
         """JSON-ready summary (the CLI's --json, the app's API and each line of a batch's output)."""
@@ -137,6 +139,8 @@ class Finished:
             "timings": self.timings,
             "timings_alongside": list(self.alongside),
             "settings": self.settings,
+            "history_used": self.history_used,
+            "history_dropped": self.history_dropped,
         }
 
 

@@ -22,7 +22,7 @@ from ..video import SamplingPlan
 from ..video.patches import normalize
 from ..video.segments import PreparedSegment
 from .cache import EncodedSegment
-from .job import Job
+from .job import Dialogue, Job
 
 log = logging.getLogger(__name__)
 
@@ -80,15 +80,18 @@ def allocate_tokens(model: TempoModel, relevance: list[float], config: RunConfig
                     allocation.strategy, allocation.seed)
 
 
-def respond(model: TempoModel, compression: Compression, config: RunConfig, timer: StageTimer) -> Iterator[Event]:
-    """Allocate the budget over a compression and stream the answer: `AllocationDone`, `AnswerToken`s, then
-    `Finished`."""
+def respond(model: TempoModel, compression: Compression, config: RunConfig, timer: StageTimer,
+            dialogue: Dialogue | None = None) -> Iterator[Event]:
+    """Allocate the budget over a compression and stream the answer to `dialogue` (default: the compression's
+    question, on its own): `AllocationDone`, `AnswerToken`s, then `Finished`."""
+    dialogue = dialogue or Dialogue(compression.question)
     allocation, k_max, budget = config.allocation, model.spec.num_memory_tokens, effective_budget(model, config)
     with timer.stage("allocate"), torch.inference_mode():
         tokens = allocate_tokens(model, compression.relevance, config)
-        embeds, cut = model.decoder_inputs(compression.memories, tokens, allocation.truncation, compression.question,
+        embeds, cut = model.decoder_inputs(compression.memories, tokens, allocation.truncation, dialogue.question,
                                            compression.plan.tag_times(),
-                                           config.context_length or model.spec.context_length)
+                                           config.context_length or model.spec.context_length,
+                                           history=dialogue.history)
     yield AllocationDone(tokens, budget, sum(tokens), allocation.k_min, k_max, allocation.strategy,
                          allocation.truncation, cut)
 
@@ -109,7 +112,7 @@ def respond(model: TempoModel, compression: Compression, config: RunConfig, time
                 for i, (score, k) in enumerate(zip(compression.relevance, tokens))]
     yield Finished(model.tokenizer.decode(token_ids).strip(), token_ids, segments, budget, sum(tokens),
                    k_max, timer.timings(), compression.video, config.summary(budget),
-                   tuple(sorted(timer.alongside & timer.totals.keys())))
+                   tuple(sorted(timer.alongside & timer.totals.keys())), len(dialogue.history), dialogue.dropped)
 
 
 def compress_segments(model: TempoModel, job: Job) -> Generator[Event, None, Compression]:
@@ -149,7 +152,7 @@ def execute(model: TempoModel, job: Job) -> Iterator[Event]:
     if compression is None:
         compression = yield from compress_segments(model, job)
     for config in job.answers:
-        yield from respond(model, compression, config, job.timer)
+        yield from respond(model, compression, config, job.timer, job.dialogue)
 
 
 @contextlib.contextmanager

@@ -10,13 +10,14 @@ import os
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Sequence
 
 from ..allocation import check_budget
 from ..config import Limits, RunConfig
 from ..errors import InputError, TempoError, VideoError
 from ..events import Compressed, Compression, Event, Finished, SegmentCompressed, SegmentRead, VideoProbed
 from ..model import TempoModel
+from ..model.prompts import Exchange, compressor_query, history_within
 from ..times import length
 from ..timing import StageTimer
 from ..video import SamplingPlan, probe
@@ -25,7 +26,7 @@ from ..video.sandbox import SandboxedDecoder
 from ..video.segments import Decoder, LocalDecoder, PreparedSegment
 from .accelerator import effective_budget, execute, out_of_memory_as_error
 from .cache import VideoCache, VideoEntry, VideoKey, default_cache
-from .job import Answers, Job
+from .job import Answers, Dialogue, Job
 
 Accelerate = Callable[[Job], Iterable[Event]]
 
@@ -111,14 +112,16 @@ def opened(video: str | os.PathLike, config: RunConfig, cache: VideoCache, geome
 # ------------------------------------------------------------------------------------------------ the host's half
 
 def serve(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig, answers: Answers,
-          cache: VideoCache, accelerate: Accelerate | None = None, remote: bool = False) -> Iterator[Event]:
+          cache: VideoCache, accelerate: Accelerate | None = None, remote: bool = False,
+          history: Sequence[Exchange] = ()) -> Iterator[Event]:
     """The host's half of a request (`config` and `question` already checked): `VideoProbed`, then the job's events
     as `accelerate` (default: `execute` here) yields them. `answers`: the allocations to answer under, or a function
     of the probe giving them. One `Compressed` always comes before the answers, and what it holds is kept in
     `cache`. `remote`: the accelerator is another process; the video is then read here first (a `SegmentRead`
-    each), its pixels kept in the cache and sent with the job."""
+    each), its pixels kept in the cache and sent with the job. `history`: the conversation's earlier turns."""
     accelerate = accelerate or partial(execute, model)
     timer = StageTimer()
+    query, dialogue = conversation_turn(model, question, history)
     with out_of_memory_as_error(), opened(video, config, cache, model.geometry, timer) as source:
         check_duration(source.probed, config.limits)
         yield source.probed
@@ -126,8 +129,8 @@ def serve(model: TempoModel, video: str | os.PathLike, question: str, config: Ru
         for answer_config in chosen or (config,):
             check_budget(source.probed.num_segments, effective_budget(model, answer_config),
                          answer_config.allocation.strategy, config.sampling.segment_frames)
-        make_job = partial(Job, question, source.probed, source.plan, config, chosen, timer)
-        known = cache.compression(source.key, question) if source.cached is not None else None
+        make_job = partial(Job, query, source.probed, source.plan, config, chosen, timer, dialogue=dialogue)
+        known = cache.compression(source.key, query) if source.cached is not None else None
         if known is not None:
             yield from replayed(source, known, make_job(compression=known), accelerate)
         elif source.cached is not None:
@@ -136,6 +139,16 @@ def serve(model: TempoModel, video: str | os.PathLike, question: str, config: Ru
             yield from read_then_sent(source, make_job, accelerate, cache)
         else:
             yield from decoded_here(source, make_job, accelerate, cache)
+
+
+def conversation_turn(model: TempoModel, question: str, history: Sequence[Exchange]) -> tuple[str, Dialogue]:
+    """What the compressor reads for `question` after `history` (`compressor_query`), and what the decoder answers:
+    the question with the earlier turns that fit its allowance, or none where the checkpoint takes no history."""
+    query = compressor_query(question, history)
+    if not model.spec.takes_history:
+        return query, Dialogue(question, (), len(history))
+    kept, dropped = history_within(model.tokenizer, history, model.spec.history_tokens)
+    return query, Dialogue(question, kept, dropped)
 
 
 def replayed(source: Source, compression: Compression, job: Job, accelerate: Accelerate) -> Iterator[Event]:
@@ -194,19 +207,20 @@ def read_all(segments: Iterable[PreparedSegment], total: int) -> Iterator[Segmen
 # ------------------------------------------------------------------------------------------------ a whole request
 
 def run(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig | None = None,
-        cache: VideoCache | None = None) -> Iterator[Event]:
+        cache: VideoCache | None = None, history: Sequence[Exchange] = ()) -> Iterator[Event]:
     """Answer `question` about `video`, yielding progress events; the last one is `Finished`.
 
-    `cache` keeps the question-independent work for follow-up questions (default: one cache per model)."""
+    `cache` keeps the question-independent work for follow-up questions (default: one cache per model);
+    `history` holds the conversation's earlier turns, oldest first."""
     config, question = checked(model, question, config)
     cache = default_cache(model) if cache is None else cache
-    yield from serve(model, video, question, config, (config,), cache)
+    yield from serve(model, video, question, config, (config,), cache, history=history)
 
 
 def answer(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig | None = None,
-           cache: VideoCache | None = None) -> Finished:
+           cache: VideoCache | None = None, history: Sequence[Exchange] = ()) -> Finished:
     """Run to completion and return the `Finished` event."""
-    for event in run(model, video, question, config, cache):
+    for event in run(model, video, question, config, cache, history):
         if isinstance(event, Finished):
             return event
     raise TempoError("The pipeline ended without an answer.")

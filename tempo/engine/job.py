@@ -8,6 +8,7 @@ from typing import Callable, Iterable, Sequence
 
 from ..config import RunConfig
 from ..events import Compression, VideoProbed
+from ..model.prompts import Exchange
 from ..timing import StageTimer
 from ..video import SamplingPlan
 from ..video.segments import PreparedSegment
@@ -17,11 +18,20 @@ Answers = Sequence[RunConfig] | Callable[[VideoProbed], Sequence[RunConfig]]  # 
 
 
 @dataclass(frozen=True)
+class Dialogue:
+    """The question the decoder answers and the earlier turns it reads with it (those the allowance kept)."""
+
+    question: str
+    history: tuple[Exchange, ...] = ()
+    dropped: int = 0  # earlier turns left out
+
+
+@dataclass(frozen=True)
 class Job:
     """One trip to the accelerator: compress `segments` for `question` (unless `compression` is given), then answer
     once per config in `answers` (an ask has one, a comparison two, a budget sweep six)."""
 
-    question: str
+    question: str  # what the compressor reads (the cache keeps its compression under it)
     video: VideoProbed
     plan: SamplingPlan
     config: RunConfig  # the run's sampling and micro-batch
@@ -30,6 +40,7 @@ class Job:
     segments: Iterable[PreparedSegment | EncodedSegment] = ()
     compression: Compression | None = None
     keep_vision_bytes: int = 0  # send the vision features back with the compression while they fit in this
+    dialogue: Dialogue | None = None  # what the decoder answers (None: `question`, on its own)
 
     @property
     def to_compress(self) -> int:

@@ -60,6 +60,8 @@ class CheckpointSpec:
     top_k: int = 0  # generation_config.json's top_k, used when sampling
     trained_world: str | None = None  # our own key: "synthetic" for a model that only knows tempo.synthetic
     repetition_guard: bool = False  # our own key: never generate a word three times in a row
+    takes_history: bool = True  # our own key (default: ChatML decoders do): earlier turns reach the decoder
+    history_tokens: int = 1024  # the most tokens of earlier turns a question carries
 
 
 # ---------------------------------------------------------------------------------------------- locating files
@@ -350,6 +352,7 @@ def checkpoint_spec(checkpoint_dir: str, config: dict, tokenizer: TextTokenizer,
         top_k=int(generation.get("top_k", 0) or 0),
         trained_world=config.get("tempo_trained_world"),
         repetition_guard=bool(config.get("tempo_repetition_guard", False)),
+        takes_history=bool(config.get("tempo_takes_history", True)),
     )
 
 

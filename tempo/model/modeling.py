@@ -25,7 +25,7 @@ from .decoder import GlobalDecoder
 from ..errors import InputError
 from .loading import CheckpointSpec
 from ..video.patches import PatchGeometry
-from .prompts import decoder_prompt_ids, time_tag
+from .prompts import Exchange, decoder_prompt_ids, time_tag
 from .tokenizer import TextTokenizer
 
 log = logging.getLogger(__name__)
@@ -62,9 +62,10 @@ class TempoModel(torch.nn.Module):
 
     def decoder_inputs(self, memories: Sequence[torch.Tensor], tokens: Sequence[int], truncation: str,
                        question: str, tag_times: Sequence[float], context_length: int | None = None,
-                       answer_ids: Sequence[int] = ()) -> tuple[torch.Tensor, int]:
-        """The decoder's input embeddings [S, d]: ChatML around `<t seconds>` + the kept memory tokens of every
-        segment, then the question (and `answer_ids` when training); also how many visual positions were cut.
+                       answer_ids: Sequence[int] = (), history: Sequence[Exchange] = ()) -> tuple[torch.Tensor, int]:
+        """The decoder's input embeddings [S, d]: ChatML (with the earlier turns of `history`) around `<t seconds>` +
+        the kept memory tokens of every segment, then the question (and `answer_ids` when training); also how many
+        visual positions were cut.
 
         As released, the visual sequence is cut to context - reserve - text length (possibly inside a segment).
         Unlike the release, a question that leaves no room at all is refused instead of being cut off.
@@ -72,7 +73,7 @@ class TempoModel(torch.nn.Module):
         kept = [reduce_memory(memory, k, truncation) for memory, k in zip(memories, tokens)]  # [k_i, d_s] each
         tags = [self.tokenizer.markup(time_tag(t)) for t in tag_times]
         visual = self.decoder.visual_sequence(kept, tags)  # [V, d]
-        before, after = decoder_prompt_ids(self.tokenizer, question)
+        before, after = decoder_prompt_ids(self.tokenizer, question, history)
         cut = 0
         if context_length is not None:
             room = context_length - self.spec.inference_reserve - len(before) - len(after)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
 from ..video.patches import PatchGeometry
 from ..video.sampling import SamplingPlan
 from .tokenizer import TextTokenizer
@@ -48,11 +52,59 @@ def segment_prompt_ids(tokenizer: TextTokenizer, question: str, plan: SamplingPl
     return compressor_prompt_ids(tokenizer, question, times, grid[1] * grid[2] // geometry.merge_size**2, system)
 
 
-def decoder_prompt_ids(tokenizer: TextTokenizer, question: str) -> tuple[list[int], list[int]]:
-    """ChatML ids before and after the `<image>` slot where the visual sequence goes."""
-    before = tokenizer.markup(f"<|im_start|>system\n{DECODER_SYSTEM_PROMPT}<|im_end|>\n<|im_start|>user\n")
+@dataclass(frozen=True)
+class Exchange:
+    """An earlier turn of a conversation: what was asked and what the model answered."""
+
+    question: str
+    answer: str
+
+
+def exchange_ids(tokenizer: TextTokenizer, exchange: Exchange) -> list[int]:
+    """An earlier turn as ChatML, the user's text only, then the answer: the release's template renders a message
+    whose content is a string as `<|im_start|>{role}\n{content}<|im_end|>\n`."""
+    return (tokenizer.markup("<|im_start|>user\n") + tokenizer.text(exchange.question) +
+            tokenizer.markup("<|im_end|>\n<|im_start|>assistant\n") + tokenizer.text(exchange.answer) +
+            tokenizer.markup("<|im_end|>\n"))
+
+
+def decoder_prompt_ids(tokenizer: TextTokenizer, question: str,
+                       history: Sequence[Exchange] = ()) -> tuple[list[int], list[int]]:
+    """ChatML ids before and after the `<image>` slot where the visual sequence goes: the system message, the
+    earlier turns (text only), then the question's own turn, whose visual input is this question's compression."""
+    before = tokenizer.markup(f"<|im_start|>system\n{DECODER_SYSTEM_PROMPT}<|im_end|>\n")
+    for exchange in history:
+        before += exchange_ids(tokenizer, exchange)
+    before += tokenizer.markup("<|im_start|>user\n")
     after = tokenizer.text("\n" + question) + tokenizer.markup("<|im_end|>\n<|im_start|>assistant\n")
     return before, after
+
+
+def history_within(tokenizer: TextTokenizer, history: Sequence[Exchange],
+                   allowance: int) -> tuple[tuple[Exchange, ...], int]:
+    """The latest earlier turns whose ChatML fits in `allowance` tokens (the oldest go first), and how many went."""
+    kept: list[Exchange] = []
+    used = 0
+    for exchange in reversed(history):
+        used += len(exchange_ids(tokenizer, exchange))
+        if used > allowance:
+            break
+        kept.append(exchange)
+    return tuple(reversed(kept)), len(history) - len(kept)
+
+
+# Words by which a follow-up points back at what an earlier question named ("what colour is it?").
+REFERRING = re.compile(r"\b(it|its|it's|that|this|those|these|they|them|their|there|then|he|she|him|her|the same|"
+                       r"again|before|after)\b", re.IGNORECASE)
+
+
+def compressor_query(question: str, history: Sequence[Exchange]) -> str:
+    """What the compressor reads as the query of a follow-up: the question alone, unless it points back with a
+    pronoun or the like, when the previous question goes before it (the compressor sees no history, so "it" needs
+    its referent; an unrelated previous question would only blur a question that stands alone)."""
+    if history and REFERRING.search(question):
+        return f"{history[-1].question.strip()} {question.strip()}"
+    return question
 
 
 def time_tag(seconds: float) -> str:

@@ -129,6 +129,9 @@ def report_section(asked: Asked) -> str:
                ("visual tokens", f"{stats['tokens_used']:,} of a {stats['budget']:,} budget"),
                ("tokens per frame", f"{stats['tokens_per_frame']:.2f}"),
                ("compression", f"{stats['compression']:.1f}x fewer than all memory tokens")]
+    if result.history_used or result.history_dropped:
+        numbers.append(("conversation", f"read with {result.history_used} earlier turns"
+                                        + (f", {result.history_dropped} left out" if result.history_dropped else "")))
     numbers_html = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in numbers)
     timings = timings_text(result.timings, result.alongside)
     frames = "".join(f"<figure><img src='{data_uri(frame, REPORT_FRAME_EDGE)}' alt='{html.escape(caption)}'>"

@@ -103,6 +103,7 @@ def tempo_config(tokenizer: Tokenizer, decoder_layers: int = DECODER_LAYERS) -> 
         "mm_use_im_start_end": False, "mm_use_im_patch_token": False,
         "tempo_trained_world": "synthetic",  # read by the app: it only knows tempo.synthetic's videos
         "tempo_repetition_guard": True,  # a clip outside its world must get a short answer, never a loop
+        "tempo_takes_history": False,  # trained one question at a time: earlier turns would only confuse it
     }
 
 
