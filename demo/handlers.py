@@ -15,9 +15,9 @@ from typing import Iterator
 import gradio as gr
 import plotly.graph_objects as go
 
-from tempo.analysis import usable
+from tempo.analysis import closer_window, most_relevant, usable
 from tempo.engine import check_file
-from tempo.errors import TempoError
+from tempo.errors import InputError, TempoError
 from tempo.events import AllocationDone, AnswerToken, Finished, SegmentCompressed, SegmentRead, VideoProbed
 from tempo.render.export import export
 from tempo.render.progress import RunProgress
@@ -112,6 +112,28 @@ def analyze(server: Server, video: object, question: str, *, conversation: objec
     finally:
         if workdir:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def look_closer(server: Server, video: object, question: str, moment: object, *, conversation: object = None,
+                no_compression: bool = False, **settings: object) -> Iterator[Updates]:
+    """"Look closer": the question as typed, asked again over the window around the moment picked last (a time in
+    an answer, a where-it-looked thumbnail, a timeline point; else where the shown turn's compressor looked most),
+    sampled at the full rate, as a new turn of the conversation."""
+    talk = conversation if isinstance(conversation, Conversation) else None
+    if talk is None or not talk.turns:
+        raise refusal(InputError("Ask a question first, then look closer at a moment it found."))
+    shown = talk.turns[talk.selected if talk.selected is not None else -1].result
+    seconds = moment.get("seconds") if isinstance(moment, dict) else None
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        looked = most_relevant(shown.segments, 1)
+        seconds = (looked[0].start + looked[0].end) / 2 if looked else shown.video.duration / 2
+    sampling = server.request(video, question, settings, bool(no_compression)).config.sampling
+    window = closer_window(float(seconds), shown.video.duration, sampling)
+    if window is None:
+        raise refusal(InputError(f"This video samples at {sampling.fps:g} frames per second throughout already: "
+                                 "there is nothing closer to see."))
+    yield from analyze(server, video, question, conversation=talk, no_compression=no_compression,
+                       **(settings | {"start": window[0], "end": window[1]}))
 
 
 @functools.cache

@@ -31,6 +31,7 @@ const pick = (index) => { if (Number.isInteger(index)) props.value = {segment: i
 const seek = (seconds) => {
   const video = document.querySelector('#tempo-preview video');
   if (video && Number.isFinite(seconds)) { video.currentTime = seconds; }
+  if (window.tempoMoment) window.tempoMoment(seconds);  // the moment "Look closer" looks at
 };
 document.addEventListener('click', (event) => {
   const timed = event.target.closest('[data-seconds]');
@@ -50,6 +51,15 @@ const bind = () => document.querySelectorAll('#tempo-timeline .js-plotly-plot').
 new MutationObserver(bind).observe(document.body, {childList: true, subtree: true});
 bind();
 """)
+
+# The moment last sought (any time, thumbnail or timeline point clicked): {"seconds": s, "click": n}, read by
+# "Look closer" when it is pressed.
+MOMENT_JS = """
+let clicks = 0;
+window.tempoMoment = (seconds) => {
+  if (Number.isFinite(seconds)) props.value = {seconds: seconds, click: ++clicks};
+};
+"""
 
 # A click on a reply in the chat shows that turn's run again: {"turn": i, "click": n}.
 TURN_PICKER_JS = """
@@ -219,7 +229,9 @@ def turn_html(index: int, turn, selected: bool) -> str:
         verdict = (f"<div class='tempo-verdict {mark}'>{'✓' if turn.truth.correct else '✗'} expected "
                    f"{seekable(turn.truth.expected)}</div>")
     meta = (f"{html.escape(turn.label)} · {result.tokens_used:,} tokens · {result.timings.get('total', 0.0):.1f} s"
-            + (" · compression from the cache" if turn.cached else "") + memory_text(result, turn.remembers))
+            + (" · compression from the cache" if turn.cached else "") + memory_text(result, turn.remembers)
+            + (f" · over {span(*result.video.window)} of {clock(result.video.duration)}" if result.video.window
+               else ""))
     return (f"<div class='tempo-turn{' selected' if selected else ''}' data-turn='{index}'>"
             f"<div class='tempo-reply'>{seekable(answer_text(result.answer))}</div>{verdict}"
             f"{turn.looked}<div class='tempo-meta'>{meta}</div></div>")

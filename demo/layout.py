@@ -15,7 +15,7 @@ from tempo.model import TempoModel
 from tempo.render.timeline import timeline_figure
 
 from . import api, handlers
-from .html import PICKER_JS, TURN_PICKER_JS, header_html
+from .html import MOMENT_JS, PICKER_JS, TURN_PICKER_JS, header_html
 from .server import Server
 from .settings import controls, other_controls
 
@@ -33,6 +33,7 @@ class Inputs:
     preview: gr.Video
     question: gr.Textbox
     run: gr.Button
+    closer: gr.Button
     cancel: gr.Button
     settings: Outputs
     no_compression: gr.Checkbox
@@ -45,6 +46,7 @@ def input_panel(server: Server) -> Inputs:
                           placeholder="e.g. When does the speaker show the chart?", elem_id="tempo-question")
     with gr.Row():
         run = gr.Button("Compress & answer", variant="primary", scale=3, elem_id="tempo-ask")
+        closer = gr.Button("Look closer", variant="secondary", scale=2, elem_id="tempo-closer")
         cancel = gr.Button("Cancel", variant="stop", scale=1, elem_id="tempo-cancel")
     preview = gr.Video(label="Preview", interactive=False, height=240, elem_id="tempo-preview")
     if server.examples:
@@ -53,7 +55,7 @@ def input_panel(server: Server) -> Inputs:
     with gr.Accordion("Advanced settings", open=False):
         settings = controls(server.model.spec)
         no_compression = gr.Checkbox(label="No compression (baseline: keep every memory token)")
-    return Inputs(upload, preview, question, run, cancel, settings, no_compression)
+    return Inputs(upload, preview, question, run, closer, cancel, settings, no_compression)
 
 
 def result_panel() -> tuple[Outputs, Pickers]:
@@ -63,7 +65,8 @@ def result_panel() -> tuple[Outputs, Pickers]:
     timeline = gr.Plot(timeline_figure([]), show_label=False, elem_id="tempo-timeline")
     filmstrip = gr.HTML(elem_id="tempo-filmstrip")
     pickers = Pickers(gr.HTML(value={}, html_template="", js_on_load=PICKER_JS, elem_id="tempo-picker"),
-                      gr.HTML(value={}, html_template="", js_on_load=TURN_PICKER_JS, elem_id="tempo-turn-picker"))
+                      gr.HTML(value={}, html_template="", js_on_load=TURN_PICKER_JS, elem_id="tempo-turn-picker"),
+                      gr.HTML(value={}, html_template="", js_on_load=MOMENT_JS, elem_id="tempo-moment"))
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
             # Every message is HTML this server made, with the visitor's and the model's text escaped (html.py),
@@ -86,10 +89,12 @@ def result_panel() -> tuple[Outputs, Pickers]:
 
 @dataclass
 class Pickers:
-    """Hidden values the page's script sets: a segment picked on the timeline or filmstrip, a turn in the chat."""
+    """Hidden values the page's script sets: a segment picked on the timeline or filmstrip, a turn in the chat, and
+    the moment last sought (what "Look closer" looks at)."""
 
     segment: gr.HTML
     turn: gr.HTML
+    moment: gr.HTML
 
 
 @dataclass
@@ -190,8 +195,12 @@ def wire(server: Server, inputs: Inputs, outputs: Outputs, pickers: Pickers, tab
                   inputs=video, inputs_kwargs=run_settings | {"conversation": outputs["conversation"]},
                   outputs=list(outputs.values()), api_name="analyze", concurrency_id="model", show_progress="hidden",
                   preprocess=False)
+    closer = inputs.closer.click(connect(handlers.look_closer, server, outputs), [*video, pickers.moment],
+                                 inputs_kwargs=run_settings | {"conversation": outputs["conversation"]},
+                                 outputs=list(outputs.values()), concurrency_id="model", show_progress="hidden",
+                                 **private)
     inputs.cancel.click(connect(handlers.cancelled, server, {"status": outputs["status"]}), None, outputs["status"],
-                        cancels=[asked], api_visibility="private", queue=False)
+                        cancels=[asked, closer], api_visibility="private", queue=False)
     turn = {name: outputs[name] for name in ("timeline", "status", "chat", "conversation", "gallery", "stats",
                                              "filmstrip", "truth")}
     pickers.turn.change(connect(handlers.show_turn, server, turn), [outputs["conversation"], pickers.turn],

@@ -308,3 +308,37 @@ def test_the_html_report_opens_offline(app_url, browser, tmp_path, fixtures):
     assert page.evaluate("() => [...document.images].every(image => image.complete && image.naturalWidth > 0)")
     assert [url for url in requests if not url.startswith(("file:", "data:"))] == []
     context.close()
+
+
+def test_looking_closer_at_the_first_turns_moment_is_a_third_turn_over_the_window(app_url, browser, tmp_path):
+    """Two questions about the 10-minute example, then a click on where the first one looked and "Look closer": a
+    third turn whose timeline spans the 512 s window around that moment, whose times seek inside it, and a report
+    that holds all three."""
+    entry = json.loads((ROOT / "examples" / "examples.json").read_text(encoding="utf-8"))[2]
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(app_url)
+    page.get_by_text(entry["label"]).first.click()
+    page.wait_for_function("() => document.querySelector('#tempo-preview video')?.src", timeout=30_000)
+    for turn, question in enumerate((entry["question"], "What moves?")):
+        page.locator("#tempo-question textarea").fill(question)
+        page.locator("#tempo-ask").click()
+        page.locator(f"#tempo-chat [data-turn='{turn}']").wait_for(timeout=120_000)
+        page.get_by_text("Done in").wait_for(timeout=30_000)
+    looked = page.locator("#tempo-chat [data-turn='0'] .tempo-look").first
+    moment = float(looked.get_attribute("data-seconds"))
+    looked.click()
+    page.locator("#tempo-question textarea").fill(entry["question"])
+    page.locator("#tempo-closer").click()
+    page.locator("#tempo-chat [data-turn='2']").wait_for(timeout=120_000)
+    page.get_by_text("Done in").wait_for(timeout=30_000)
+    start, end = page.evaluate("() => document.querySelector('#tempo-timeline .js-plotly-plot').layout.xaxis.range")
+    assert end - start == pytest.approx(512, abs=0.2) and start <= moment <= end
+    assert "over" in page.locator("#tempo-chat [data-turn='2'] .tempo-meta").inner_text()
+    seconds = [float(s) for s in page.locator("#tempo-chat [data-turn='2'] [data-seconds]").evaluate_all(
+        "nodes => nodes.map(n => n.dataset.seconds)")]
+    assert seconds and all(start - 1 <= s <= end + 1 for s in seconds)
+    with page.expect_download(timeout=30_000) as download:
+        page.get_by_role("button", name="Report · HTML").click()
+    report = Path(download.value.path()).read_text(encoding="utf-8")
+    assert report.count("class='question'") == 3
+    page.close()

@@ -42,6 +42,11 @@ def axis_of(video: VideoProbed | None) -> tuple[float, float] | None:
     return video.window or (0.0, video.duration)
 
 
+def window_of(video: VideoProbed | None) -> float | None:
+    """The whole video's length when only a window of it was sampled (what `within` draws), else None."""
+    return video.duration if video is not None and video.window else None
+
+
 EVIDENCE_MIN_SHARE = 0.006  # an evidence band is at least this share of the axis wide (4 px on a 700 px plot)
 
 
@@ -99,13 +104,14 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
                     duration: float | None = None, num_segments: int | None = None, budget: int | None = None,
                     k_min: int | None = None, k_max: int | None = None, note: str | None = None,
                     evidence: Sequence[tuple[float, float]] = (), answer_times: Sequence[float] = (),
-                    start: float = 0.0) -> go.Figure:
+                    start: float = 0.0, within: float | None = None) -> go.Figure:
     """Relevance curve over bars of tokens kept (once allocated), a heatmap strip below, x in video time.
 
     Pass the segments compressed so far and `num_segments` / `duration` while streaming: the rest of the
     timeline is greyed out as pending. `note` replaces the empty-state message. `evidence` shades where the
     answer is known to be (the examples' ground truth); `answer_times` marks the times the answer names. The
-    relevance axis is [0, 1] from the first segment on; the time axis runs from `start` to `duration`. Every point
+    relevance axis is [0, 1] from the first segment on; the time axis runs from `start` to `duration`; `within` (the
+    whole video's length, for a window of it) draws where the window sits in the video above the plot. Every point
     carries its `PointData`, which the page reads when a segment is clicked.
     """
     done = len(segments)
@@ -142,7 +148,19 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
                            text=note or "relevance per segment will appear here", showarrow=False,
                            font=dict(size=13, color=GUIDE))
     _timeline_axes(fig, duration, start, tokens, k_max)
+    if within:
+        _window_in_video(fig, start, duration, within)
     return page_layout(fig, 430, "timeline", showlegend=bool(segments), barmode="overlay", bargap=0)
+
+
+def _window_in_video(fig: go.Figure, start: float, end: float, video: float) -> None:
+    """A thin track above the plot for the whole video, the window the axis spans marked on it."""
+    track = dict(type="rect", xref="paper", yref="paper", y0=1.045, y1=1.065, line_width=0, layer="above")
+    fig.add_shape(**track, x0=0, x1=1, fillcolor="rgba(148, 163, 184, 0.35)")
+    fig.add_shape(**track, x0=start / video, x1=max(end, start) / video, fillcolor=INDIGO)
+    fig.add_annotation(xref="paper", yref="paper", x=0, y=1.07, xanchor="left", yanchor="bottom", showarrow=False,
+                       text=f"a closer look: {span(start, end)} of the video's {clock(video)}",
+                       font=dict(size=11, color=INDIGO))
 
 
 def _token_bars(fig: go.Figure, segments: Sequence[Segment], tokens: Sequence[int], points: list[list],
@@ -253,7 +271,7 @@ def progress_figure(progress: RunProgress, evidence: Sequence[tuple[float, float
     start, end = axis_of(probed) or (0.0, None)
     return timeline_figure(
         progress.segments, allocation.tokens if allocation else None, start=start,
-        duration=end, num_segments=progress.num_segments or None,
+        duration=end, num_segments=progress.num_segments or None, within=window_of(probed),
         budget=allocation.budget if allocation else None, k_min=allocation.k_min if allocation else None,
         k_max=allocation.k_max if allocation else None,
         note=None if progress.segments else "waiting for the first segment…", evidence=evidence,
@@ -269,6 +287,7 @@ def result_figure(result: Finished, evidence: Sequence[tuple[float, float]] = ()
     """`timeline_figure` of a finished run."""
     start, end = axis_of(result.video)
     return timeline_figure(result.segments, [s.tokens for s in result.segments], start=start, duration=end,
+                           within=window_of(result.video),
                            budget=result.budget, k_min=int(result.settings.get("k_min", 0)) or None,
                            k_max=result.k_max, evidence=evidence,
                            answer_times=named_times(result.answer, result.video.duration))
