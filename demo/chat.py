@@ -52,15 +52,16 @@ class Turn:
     @cached_property
     def filmstrip(self) -> str:
         allocation = self.progress.allocation
-        return filmstrip_html(self.result.segments, self.progress.frames, allocation.k_min, allocation.k_max)
+        return filmstrip_html(self.result.segments, self.progress.frames, allocation.k_min, allocation.k_max,
+                              times=self.progress.frame_times)
 
     @cached_property
     def key_frames(self) -> str:
-        return key_frames_html(self.result.segments, self.progress.frames)
+        return key_frames_html(self.result.segments, self.progress.frames, self.progress.frame_times)
 
     @cached_property
     def looked(self) -> str:
-        return looked_html(self.result, self.progress.frames)
+        return looked_html(self.result, self.progress.frames, self.progress.frame_times)
 
 
 @dataclass(frozen=True)

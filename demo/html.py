@@ -207,14 +207,16 @@ def question_html(question: str) -> str:
     return f"<div class='tempo-question'>{escaped(question)}</div>"
 
 
-def looked_html(result: Finished, frames: Sequence, count: int = LOOKED_AT) -> str:
-    """Where the compressor looked: its most relevant segments, as clickable thumbnails with their times."""
+def looked_html(result: Finished, frames: Sequence, times: Sequence[float], count: int = LOOKED_AT) -> str:
+    """Where the compressor looked: its most relevant segments, as clickable thumbnails (each segment's sharpest
+    frame, seeking to that frame's time) with their spans."""
     cells = []
     for segment in most_relevant(result.segments, count):
-        image = (f"<img src='{data_uri(frames[segment.index], LOOK_EDGE)}' alt=''>"
-                 if segment.index < len(frames) else "")
-        cells.append(seek(segment.start, f"{image}<span>{span(segment.start, segment.end)} · "
-                                         f"{segment.relevance:.2f}</span>", "tempo-seek tempo-look"))
+        shown = segment.index < len(frames)
+        image = f"<img src='{data_uri(frames[segment.index], LOOK_EDGE)}' alt=''>" if shown else ""
+        cells.append(seek(times[segment.index] if shown else segment.start,
+                          f"{image}<span>{span(segment.start, segment.end)} · {segment.relevance:.2f}</span>",
+                          "tempo-seek tempo-look"))
     return ("<div class='tempo-looked'><div class='caption'>Where the compressor looked (its relevance, before the "
             "decoder answered):</div>" + "".join(cells) + "</div>") if cells else ""
 
@@ -250,10 +252,10 @@ def pending_html(partial: str) -> str:
     return f"<div class='tempo-turn pending'><div class='tempo-reply'>{escaped(partial) or '…'}</div></div>"
 
 
-def key_frames_html(segments: Sequence, frames: Sequence) -> str:
-    """The segments that kept the most tokens, as thumbnails that play the preview from their start."""
-    cells = [seek(s.start, f"<img src='{data_uri(frames[s.index], KEY_FRAME_EDGE)}' alt=''>"
-                           f"<span>{span(s.start, s.end)} · {s.tokens} tokens</span>", "tempo-seek tempo-key")
+def key_frames_html(segments: Sequence, frames: Sequence, times: Sequence[float]) -> str:
+    """The segments that kept the most tokens, as their sharpest frames, each playing the preview from its time."""
+    cells = [seek(times[s.index], f"<img src='{data_uri(frames[s.index], KEY_FRAME_EDGE)}' alt=''>"
+                                  f"<span>{clock(times[s.index])} · {s.tokens} tokens</span>", "tempo-seek tempo-key")
              for s in key_segments(segments, len(frames))]
     return ("<div class='tempo-keys'><div class='caption'>Key frames: the segments that kept the most tokens</div>"
             f"<div class='row'>{''.join(cells)}</div></div>") if cells else ""

@@ -47,7 +47,8 @@ class SegmentCompressed:
     start: float  # seconds
     end: float
     relevance: float | None  # None when dynamic compression is off
-    frame: np.ndarray = field(repr=False)  # representative RGB frame (middle of the segment), long edge <= 320
+    frame: np.ndarray = field(repr=False)  # the segment's sharpest sampled frame (RGB, long edge <= 320)
+    frame_time: float | None = None  # when that frame was taken (seconds); None: not known
 
 
 @dataclass

@@ -53,7 +53,7 @@ def encode_batch(model: TempoModel, batch: list[PreparedSegment | EncodedSegment
         rows = torch.cat([s.pixel_rows for s in pixels]).to(model.device, non_blocking=True)  # [P, C*T*p*p] uint8
         pixel_values = normalize(rows, model.geometry)
         vision = iter(model.compressor.encode_vision(pixel_values, [s.grid for s in pixels]))
-    return [EncodedSegment(s.index, s.thumbnail, next(vision)) if isinstance(s, PreparedSegment) else s
+    return [EncodedSegment(s.index, s.thumbnail, next(vision), s.shown) if isinstance(s, PreparedSegment) else s
             for s in batch]
 
 
@@ -65,6 +65,12 @@ def compress_batch(model: TempoModel, batch: list[EncodedSegment], question: str
                                       model.geometry) for s in batch]
         output = model.compressor(prompts, [s.vision for s in batch])
     return output.memories, output.relevance.tolist()
+
+
+def frame_time(plan: SamplingPlan, segment: PreparedSegment | EncodedSegment) -> float:
+    """When the frame a segment's thumbnail shows was taken."""
+    times = plan.segment_frame_times(segment.index)
+    return times[min(segment.shown, len(times) - 1)]
 
 
 def effective_budget(model: TempoModel, config: RunConfig) -> int:
@@ -131,7 +137,7 @@ def compress_segments(model: TempoModel, job: Job) -> Generator[Event, None, Com
                 memories.append(memory)
                 relevance.append(score)
                 yield SegmentCompressed(segment.index, job.video.num_segments, *job.plan.span(segment.index), score,
-                                        segment.thumbnail)
+                                        segment.thumbnail, frame_time(job.plan, segment))
             if kept is not None:  # kept only while it could still fit
                 kept += batch
                 if sum(s.nbytes for s in kept) > job.keep_vision_bytes:

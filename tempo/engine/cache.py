@@ -28,6 +28,7 @@ class EncodedSegment:
     index: int
     thumbnail: np.ndarray
     vision: VisionFeatures
+    shown: int = 0  # which of the segment's sampled frames the thumbnail is
 
     @property
     def nbytes(self) -> int:

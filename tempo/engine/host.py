@@ -24,7 +24,7 @@ from ..video import SamplingPlan, probe
 from ..video.patches import PatchGeometry
 from ..video.sandbox import SandboxedDecoder
 from ..video.segments import Decoder, LocalDecoder, PreparedSegment
-from .accelerator import effective_budget, execute, out_of_memory_as_error
+from .accelerator import effective_budget, execute, frame_time, out_of_memory_as_error
 from .cache import VideoCache, VideoEntry, VideoKey, default_cache
 from .job import Answers, Dialogue, Job
 
@@ -159,7 +159,7 @@ def replayed(source: Source, compression: Compression, job: Job, accelerate: Acc
         return
     for segment, score in zip(source.cached.segments, compression.relevance):
         yield SegmentCompressed(segment.index, source.probed.num_segments, *source.plan.span(segment.index), score,
-                                segment.thumbnail)
+                                segment.thumbnail, frame_time(source.plan, segment))
     yield from accelerate(job)
 
 

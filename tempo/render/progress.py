@@ -12,7 +12,7 @@ import numpy as np
 
 from ..events import (AllocationDone, AnswerToken, Compressed, Event, Finished, SegmentCompressed, SegmentRead,
                       SegmentSummary, VideoProbed)
-from ..times import span
+from ..times import clock, span
 
 KEY_FRAMES = 6  # thumbnails of the segments that kept the most tokens, on the page and in reports
 
@@ -78,6 +78,11 @@ class RunProgress:
         return [segment.frame for segment in self.segments]
 
     @property
+    def frame_times(self) -> list[float]:
+        """When each thumbnail's frame was taken (a segment's start where that is not known)."""
+        return [s.start if s.frame_time is None else s.frame_time for s in self.segments]
+
+    @property
     def num_segments(self) -> int:
         return self.probed.num_segments if self.probed else 0
 
@@ -136,8 +141,9 @@ def key_segments(segments: Sequence[SegmentSummary], available: int,
     return sorted(ranked, key=lambda s: s.index)
 
 
-def key_frames(segments: Sequence[SegmentSummary], frames: Sequence[np.ndarray],
-               count: int = KEY_FRAMES) -> list[tuple[np.ndarray, str]]:
-    """Thumbnails of `key_segments`, captioned span · tokens."""
-    return [(frames[s.index], f"{span(s.start, s.end)} · {s.tokens} tokens")
+def key_frames(segments: Sequence[SegmentSummary], frames: Sequence[np.ndarray], count: int = KEY_FRAMES,
+               times: Sequence[float] | None = None) -> list[tuple[np.ndarray, str]]:
+    """Thumbnails of `key_segments`, captioned with the frame's time (`times`, else the segment's span) and the
+    tokens the segment kept."""
+    return [(frames[s.index], f"{clock(times[s.index]) if times else span(s.start, s.end)} · {s.tokens} tokens")
             for s in key_segments(segments, len(frames), count)]

@@ -60,10 +60,11 @@ def token_colour(tokens: int, k_min: int, k_max: int) -> str:
 
 
 def filmstrip_html(segments: Sequence[SegmentSummary], frames: Sequence[np.ndarray], k_min: int, k_max: int,
-                   max_cells: int = FILMSTRIP_CELLS) -> str:
+                   max_cells: int = FILMSTRIP_CELLS, times: Sequence[float] | None = None) -> str:
     """Thumbnails in time order under the timeline, bordered by the tokens kept: one per segment, or past
     `max_cells` one per group of neighbours, showing the group's segment that kept the most. Each carries that
-    segment's index (`data-segment`) for the page's segment inspector and its group's start (`data-seconds`)."""
+    segment's index (`data-segment`) for the page's segment inspector and the time of the frame it shows
+    (`data-seconds`, from `times`; the group's start where they are not given)."""
     size = max(1, math.ceil(len(segments) / max_cells))
     cells = []
     for first in range(0, len(segments), size):
@@ -72,13 +73,14 @@ def filmstrip_html(segments: Sequence[SegmentSummary], frames: Sequence[np.ndarr
         if shown.index >= len(frames):
             continue
         start, end = group[0].start, group[-1].end
+        seconds = times[shown.index] if times else start
         title = f"{span(start, end)} · {shown.tokens} tokens"
         if size > 1:
             title += f" (most of {len(group)} segments)"
-        cells.append(f"<button class='tempo-film' data-segment='{shown.index}' data-seconds='{start:.2f}' "
+        cells.append(f"<button class='tempo-film' data-segment='{shown.index}' data-seconds='{seconds:.2f}' "
                      f"title='{html.escape(title)}' style='border-color:{token_colour(shown.tokens, k_min, k_max)}'>"
                      f"<img src='{data_uri(frames[shown.index], FILMSTRIP_EDGE)}' alt='segment {shown.index}'>"
-                     f"<span>{clock(start)}</span></button>")
+                     f"<span>{clock(seconds)}</span></button>")
     return f"<div class='tempo-filmstrip'>{''.join(cells)}</div>"
 
 
@@ -136,7 +138,8 @@ def report_section(asked: Asked) -> str:
     timings = timings_text(result.timings, result.alongside)
     frames = "".join(f"<figure><img src='{data_uri(frame, REPORT_FRAME_EDGE)}' alt='{html.escape(caption)}'>"
                      f"<figcaption>{html.escape(caption)}</figcaption></figure>"
-                     for frame, caption in key_frames(result.segments, asked.run.frames))
+                     for frame, caption in key_frames(result.segments, asked.run.frames,
+                                                      times=asked.run.frame_times))
     truth_html = ""
     if truth is not None:
         verdict = "right" if truth.correct else "wrong"

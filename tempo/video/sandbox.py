@@ -68,6 +68,7 @@ class Segment:
     rows: object
     grid: tuple[int, int, int]
     thumbnail: np.ndarray
+    shown: int
 
 
 @dataclass(frozen=True)
@@ -146,11 +147,11 @@ class Ring:
     def send(self, results, segment: PreparedSegment) -> None:
         rows = segment.pixel_rows.numpy()
         if rows.nbytes > self.slots.shape[1]:  # a segment bigger than the first: by pipe
-            results.put(Segment(segment.index, None, rows, segment.grid, segment.thumbnail))
+            results.put(Segment(segment.index, None, rows, segment.grid, segment.thumbnail, segment.shown))
             return
         slot = self.free.get()
         self.slots[slot, :rows.nbytes] = rows.reshape(-1)
-        results.put(Segment(segment.index, slot, rows.shape, segment.grid, segment.thumbnail))
+        results.put(Segment(segment.index, slot, rows.shape, segment.grid, segment.thumbnail, segment.shown))
 
 
 def _decode(path: str, sampling: SamplingConfig, geometry: PatchGeometry, limits: Limits, results, free) -> None:
@@ -232,7 +233,7 @@ class SandboxedDecoder:
             rows = self.slots[segment.slot, :count].reshape(rows).copy()
             self.free.put(segment.slot)
         self.reached = f"{segment.index + 1} of {self.probed.num_segments} segments"
-        return PreparedSegment(segment.index, torch.from_numpy(rows), segment.grid, segment.thumbnail)
+        return PreparedSegment(segment.index, torch.from_numpy(rows), segment.grid, segment.thumbnail, segment.shown)
 
     def _receive(self) -> Message:
         """The child's next message, waiting while it makes progress; a stall or an exit becomes a refusal."""
