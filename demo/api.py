@@ -10,7 +10,7 @@ from dataclasses import replace
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from tempo.analysis import most_relevant, usable
 from tempo.engine import Exchange
@@ -18,7 +18,7 @@ from tempo.errors import InputError
 from tempo.events import AllocationDone, Finished, SegmentCompressed, SegmentSummary
 from tempo.render.progress import RunProgress, Stage
 from tempo.render.report import Asked, Truth
-from tempo.times import clock
+from tempo.times import clock, span
 
 from .chat import MAX_TURNS
 from .html import LOOKED_AT
@@ -32,8 +32,8 @@ MAX_HISTORY_BYTES = 8 * 2**20  # earlier turns a /chat call may send back (23 tu
 
 @refused
 def answer(server: Server, video: object, question: str, **settings: object) -> Iterator[dict]:
-    """JSON for API clients, streamed: partial while compressing (see `stage`), the full result at the end
-    (with `truth`, the expected answer, for the shipped examples)."""
+    """JSON for API clients, streamed: partial while compressing (see `stage`), the full result at the end, with
+    `looked_at` (the segments the compressor found most relevant), `model` and, for the shipped examples, `truth`."""
     yield from streamed(server, server.request(video, question, settings))
 
 
@@ -47,8 +47,21 @@ def streamed(server: Server, request: Request) -> Iterator[dict]:
         milestone = isinstance(event, (AllocationDone, Finished))
         if first or milestone or time.perf_counter() - shown > REFRESH_S:
             shown = time.perf_counter()
-            truth = server.truth(request, event) if isinstance(event, Finished) else None
-            yield progress.to_dict() | ({"truth": truth_dict(truth)} if truth else {})
+            yield progress.to_dict() | (finished(server, request, event) if isinstance(event, Finished) else {})
+
+
+def finished(server: Server, request: Request, result: Finished) -> dict:
+    """What the whole result adds to its JSON: where the compressor looked, the model's name and (for a shipped
+    example) the truth."""
+    truth = server.truth(request, result)
+    return ({"looked_at": looked_at(result.segments), "model": server.model.spec.name}
+            | ({"truth": truth_dict(truth)} if truth else {}))
+
+
+def looked_at(segments: Sequence[SegmentSummary]) -> list[dict]:
+    """Where the compressor looked: its most relevant segments, most relevant first, with their times."""
+    return [{"index": s.index, "start": s.start, "end": s.end, "at": span(s.start, s.end), "relevance": s.relevance}
+            for s in most_relevant(segments, LOOKED_AT)]
 
 
 @refused
@@ -66,10 +79,7 @@ def chat(server: Server, video: object, question: str, *, history: object = None
         if partial["stage"] != Stage.DONE:
             yield {"turns": turns, "current": partial}
             continue
-        segments = [SegmentSummary(**segment) for segment in partial["segments"]]
-        looked = [{"index": s.index, "start": s.start, "end": s.end, "relevance": s.relevance}
-                  for s in most_relevant(segments, LOOKED_AT)]
-        yield {"turns": turns + [{"question": question.strip(), **partial, "looked_at": looked}]}
+        yield {"turns": turns + [{"question": question.strip(), **partial}]}
 
 
 def previous_turns(history: object) -> list[dict]:

@@ -5,8 +5,10 @@ Space with a GPU (ZeroGPU's included), else the embedded Tempo-Tiny."""
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import logging
 import os
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -62,6 +64,9 @@ def serve(model: TempoModel, limits: Limits | None = None, **kwargs) -> gr.Block
     limits = replace(limits or Limits.from_env(), isolate_decoding=True)  # no visitor's file can take it down
     warm_up_decoding()  # the decoding processes' fork server, started before the first request needs it
     demo = build_demo(model, limits)
+    kwargs.setdefault("mcp_server", importlib.util.find_spec("mcp") is not None)  # the tools, where gradio[mcp] is
+    # Gradio warns of a tool with a gr.State input: that is the page's /analyze (its conversation), not a tool.
+    warnings.filterwarnings("ignore", message="This MCP server includes a tool that has a gr.State input")
     demo.launch(theme=theme(), css_paths=[CSS], max_file_size=limits.max_upload_bytes, **kwargs)
     return demo
 

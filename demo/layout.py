@@ -14,7 +14,7 @@ from tempo.config import Limits, setting_named
 from tempo.model import TempoModel
 from tempo.render.timeline import timeline_figure
 
-from . import api, handlers
+from . import api, handlers, tools
 from .html import MOMENT_JS, PICKER_JS, TURN_PICKER_JS, header_html
 from .server import Server
 from .settings import controls, other_controls
@@ -191,7 +191,7 @@ def wire(server: Server, inputs: Inputs, outputs: Outputs, pickers: Pickers, tab
     strategy = {"strategy": inputs.settings["strategy"]}
     inputs.no_compression.change(connect(handlers.strategy_choice, server, strategy), inputs.no_compression,
                                  list(strategy.values()), api_visibility="private", queue=False)
-    asked = gr.on([inputs.run.click, inputs.question.submit], connect(handlers.analyze, server, outputs),
+    asked = gr.on([inputs.run.click, inputs.question.submit], not_a_tool(connect(handlers.analyze, server, outputs)),
                   inputs=video, inputs_kwargs=run_settings | {"conversation": outputs["conversation"]},
                   outputs=list(outputs.values()), api_name="analyze", concurrency_id="model", show_progress="hidden",
                   preprocess=False)
@@ -216,7 +216,8 @@ def wire(server: Server, inputs: Inputs, outputs: Outputs, pickers: Pickers, tab
 
 
 def api_endpoints(server: Server, inputs: Inputs, tabs: Tabs) -> None:
-    """The API's own endpoints: the page's work as JSON (and files), on hidden components."""
+    """The API's own endpoints: the page's work as JSON (and files), on hidden components; documented for
+    `gradio_client`, not MCP tools."""
     video = [inputs.upload, inputs.question]
     result, file = gr.JSON(visible=False), gr.File(visible=False)
     segment = dict(result=result, frames=gr.Gallery(visible=False))
@@ -229,9 +230,30 @@ def api_endpoints(server: Server, inputs: Inputs, tabs: Tabs) -> None:
                  (api.report, "report", inputs.settings, file)]
     for endpoint, name, settings, outputs in endpoints:
         named = outputs if isinstance(outputs, dict) else None
-        gr.Button(visible=False).click(connect(endpoint, server, named), video,
+        gr.Button(visible=False).click(not_a_tool(connect(endpoint, server, named)), video,
                                        list(named.values()) if named else outputs, inputs_kwargs=settings,
                                        api_name=name, concurrency_id="model", preprocess=False)
+
+
+def not_a_tool(fn: Callable) -> Callable:
+    """`fn` left off the MCP tool list while its endpoint stays on the API page. Gradio lists every documented
+    endpoint as a tool unless its function is marked as another MCP kind (`gradio.mcp`'s resources and prompts
+    carry the same mark); the tools are `tool_endpoints`' two, with a reason for each (README, "MCP")."""
+    fn._mcp_type = "endpoint"
+    return fn
+
+
+def tool_endpoints(server: Server) -> None:
+    """The agents' tools (`tools`), which MCP lists by their functions' names: plain values in, each component
+    hidden, JSON text out. Registered before the other endpoints, so that `answer` is the tool's name (Gradio
+    numbers a name used twice, and /answer's function has it too)."""
+    text = dict(video=gr.Textbox(visible=False), question=gr.Textbox(visible=False))
+    ranged = dict(start=gr.Textbox(visible=False), end=gr.Textbox(visible=False))
+    budget = dict(budget=gr.Number(None, visible=False, precision=0))
+    for tool, name, settings in [(tools.answer, "answer_tool", budget | ranged), (tools.locate, "locate", ranged)]:
+        gr.Button(visible=False).click(connect(tool, server), list(text.values()), gr.Textbox(visible=False),
+                                       inputs_kwargs=settings, api_name=name, concurrency_id="model",
+                                       preprocess=False)
 
 
 def build_demo(model: TempoModel, limits: Limits | None = None) -> gr.Blocks:
@@ -247,6 +269,8 @@ def build_demo(model: TempoModel, limits: Limits | None = None) -> gr.Blocks:
                 tabs = analysis_tabs(server)
                 shown["gallery"] = gr.HTML(elem_id="tempo-gallery")
         shown["conversation"] = gr.State(None, time_to_live=3600)  # a session's turns, kept an hour after its last use
+        tool_endpoints(server)
         wire(server, inputs, {name: shown[name] for name in ANALYZE_OUTPUTS}, pickers, tabs)
         api_endpoints(server, inputs, tabs)
+    demo.temp_file_sets.append(server.handed)  # the videos tools were handed go when uploads go (delete_cache)
     return demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=server.device.concurrency)

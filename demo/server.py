@@ -27,6 +27,7 @@ from tempo.render.report import Asked, Truth, write_report
 from tempo.synthetic import Question, is_correct
 
 from .device import Device, on_device
+from .handover import handed_over
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES_FILE = ROOT / "examples" / "examples.json"
@@ -144,13 +145,22 @@ class Server:
     def __init__(self, model: TempoModel, limits: Limits):
         self.model = model
         self.limits = limits
-        uploads = Path(get_upload_folder()).resolve()
+        self.uploads = uploads = Path(get_upload_folder()).resolve()
         self.cache = UploadCache(CACHE_BYTES, uploads)
         self.examples = load_examples()
         # Files a visitor may name: this server's uploads and the shipped examples, symlinks resolved.
         self.visitor_folders = (uploads, EXAMPLES_FILE.parent.resolve())
         self.device: Device = on_device(model)
         self.pace = Pace()
+        self.handed: set[str] = set()  # videos tools were handed (fetched or decoded), deleted with the uploads
+
+    def handed_video(self, video: object) -> str:
+        """The file a tool call names (see `handover`), fetched or written into the uploads where needed, then
+        checked as `visitor_video` checks an upload."""
+        path = self.visitor_video(handed_over(video, self.uploads, self.limits))
+        if Path(path).is_relative_to(self.uploads):  # never a shipped example
+            self.handed.add(path)
+        return path
 
     def visitor_video(self, payload: object) -> str:
         """The file a request names, if it is one this server may open: an upload or an example, after resolving

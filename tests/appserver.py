@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import sys
 from pathlib import Path
 from typing import Iterator
 
@@ -32,8 +33,9 @@ def free_port() -> int:
 @contextlib.contextmanager
 def serve(model, limits=None) -> Iterator[str]:
     """The demo around `model` (and `limits`, else the environment's) on 127.0.0.1: its URL, closed afterwards."""
-    demo = launch(model, limits, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
-                  quiet=True)
+    with contextlib.redirect_stdout(sys.stderr):  # Gradio announces the MCP server even when quiet
+        demo = launch(model, limits, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
+                      quiet=True)
     try:
         yield demo.local_url.rstrip("/")
     finally:

@@ -8,6 +8,7 @@ as there is no GPU here. Prints the app's URL, serves until stdin closes.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -31,8 +32,9 @@ if __name__ == "__main__":
     from demo.launch import load_model, serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = serve(load_model(), server_name="127.0.0.1", server_port=int(sys.argv[1]), prevent_thread_lock=True,
-                quiet=True)
+    with contextlib.redirect_stdout(sys.stderr):  # stdout carries the URL only; Gradio announces MCP even when quiet
+        app = serve(load_model(), server_name="127.0.0.1", server_port=int(sys.argv[1]), prevent_thread_lock=True,
+                    quiet=True)
     print(app.local_url.rstrip("/"), flush=True)
     while os.read(0, 1024):  # not sys.stdin: a worker forked while this thread held its lock could not start
         pass

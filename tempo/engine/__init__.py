@@ -10,13 +10,14 @@ from ..video.sandbox import warm_up as warm_up_decoding
 from .accelerator import (allocate_tokens, compress_batch, effective_budget, encode_batch, execute, micro_batches,
                           out_of_memory_as_error, respond)
 from .cache import EncodedSegment, VideoCache, VideoEntry, VideoKey, default_cache
-from .host import Accelerate, answer, check_duration, check_file, check_question, checked, open_decoder, run, serve
+from .host import (Accelerate, answer, check_duration, check_file, check_question, check_size, checked, open_decoder,
+                   run, serve)
 from ..model.prompts import Exchange
 from .job import Answers, Dialogue, Job
 
 __all__ = [
-    "Accelerate", "Answers", "Compressed", "Compression", "Dialogue", "EncodedSegment", "Exchange", "Job", "VideoCache", "VideoEntry",
-    "VideoKey", "allocate_tokens", "answer", "check_duration", "check_file", "check_question", "checked",
+    "Accelerate", "Answers", "Compressed", "Compression", "Dialogue", "EncodedSegment", "Exchange", "Job",
+    "VideoCache", "VideoEntry", "VideoKey", "allocate_tokens", "answer", "check_duration", "check_file", "check_question", "check_size", "checked",
     "compress_batch", "default_cache", "effective_budget", "encode_batch", "execute", "micro_batches",
     "open_decoder", "out_of_memory_as_error", "respond", "run", "serve", "warm_up_decoding",
 ]

@@ -55,6 +55,13 @@ def check_file(video: str | os.PathLike, limits: Limits) -> None:
     probe.check(probe.probe(video), limits)
 
 
+def check_size(size: int, limits: Limits) -> None:
+    """Refuse a file of `size` bytes over the upload limit, wherever it came from (an upload, a URL, data)."""
+    if size > limits.max_upload_bytes:
+        raise InputError(f"The file is {size / 2**20:,.1f} MB; this server accepts up to "
+                         f"{limits.max_upload_bytes / 2**20:,.1f} MB.")
+
+
 def check_duration(probed: VideoProbed, limits: Limits) -> None:
     """Refuse a video longer than the limit, before any frame is decoded."""
     if probed.duration > limits.max_duration_s:
@@ -94,9 +101,8 @@ def opened(video: str | os.PathLike, config: RunConfig, cache: VideoCache, geome
     """The file checked against the limits, then found in the cache or opened by a decoder (nothing decoded yet),
     which is closed on the way out, whether or not its segments were taken."""
     limits = config.limits
-    if os.path.isfile(video) and os.path.getsize(video) > limits.max_upload_bytes:
-        raise InputError(f"The file is {os.path.getsize(video) / 2**20:,.1f} MB; this server accepts up "
-                         f"to {limits.max_upload_bytes / 2**20:,.1f} MB.")
+    if os.path.isfile(video):
+        check_size(os.path.getsize(video), limits)
     key = cache.key(video, config.sampling) if os.path.isfile(video) else None
     cached = cache.get(key) if key else None
     if cached is not None:

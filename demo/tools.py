@@ -1,0 +1,79 @@
+"""The two tools the app offers agents over MCP (and, like every endpoint, to `gradio_client`): `answer` a question
+about a video, and `locate` where in it the question's moment is, the compressor alone. Their docstrings are what
+an agent reads; Gradio takes the `Args:` lines as the parameters' descriptions. They return JSON text."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from typing import Callable
+
+from tempo.config import setting_named
+from tempo.events import SegmentSummary
+
+from .api import looked_at
+from .handover import HOW
+from .refusals import refused
+from .server import Server, answers
+
+VIDEO = ("the video, as one string. " + HOW + " A data: URI suits short clips only; a file on the caller's machine "
+         "is best uploaded first.")
+QUESTION = "the question about the video, in plain language, e.g. 'When does the speaker show the chart?'"
+
+
+def for_agents(*settings: str) -> Callable[[Callable], Callable]:
+    """Complete a tool's docstring with its `Args:`: the video, the question, then each setting's help from the
+    settings table, so a setting is explained the same way on the page and to an agent."""
+    def described(tool: Callable) -> Callable:
+        lines = [f"video: {VIDEO}", f"question: {QUESTION}"]
+        lines += [f"{name}: optional; {setting_named(name).describe()}" for name in settings]
+        tool.__doc__ = inspect.cleandoc(tool.__doc__) + "\n\nArgs:\n" + "".join(f"    {line}\n" for line in lines)
+        return tool
+    return described
+
+
+def ranged(start: object, end: object, **more: object) -> dict[str, object]:
+    """The settings a tool was given, leaving out what it left empty (the table's defaults apply)."""
+    given = {"start": start, "end": end, **more}
+    return {name: value for name, value in given.items() if value not in (None, "")}
+
+
+@refused
+@for_agents("budget", "start", "end")
+def answer(server: Server, video: str, question: str, budget: int | None = None, start: str | None = None,
+           end: str | None = None) -> str:
+    """Answer a question about a long video (minutes to hours) with Tempo: a small vision-language model reads the
+    whole video in 8-frame segments, keeps more memory tokens where the question's moment is, and a language model
+    answers from them. Slower than `locate` (it also runs the decoder); ask one question per call.
+    Returns JSON text: {"answer", "looked_at" (the segments the compressor found most relevant, most relevant
+    first, each with index, start and end in seconds, "at" as m:ss and relevance from 0 to 1), "tokens_used",
+    "budget", "num_segments", "duration" (seconds), "window" ([start, end] of what was read, in seconds), "model"}.
+    """
+    request = server.request(server.handed_video(video), question, ranged(start, end, budget=budget))
+    result = answers(server.run(request))[-1]
+    plan_start = result.segments[0].start if result.segments else 0.0
+    plan_end = result.segments[-1].end if result.segments else 0.0
+    return json.dumps({"answer": result.answer, "looked_at": looked_at(result.segments),
+                       "tokens_used": result.tokens_used, "budget": result.budget,
+                       "num_segments": len(result.segments), "duration": result.video.duration,
+                       "window": [plan_start, plan_end], "model": server.model.spec.name}, ensure_ascii=False)
+
+
+@refused
+@for_agents("start", "end")
+def locate(server: Server, video: str, question: str, start: str | None = None, end: str | None = None) -> str:
+    """Find where in a long video a question's moment is, without answering it: the compressor scores every
+    8-frame segment for relevance to the question. Cheaper than `answer` (no decoder runs); a follow-up `answer`
+    on the same video and question reuses this work. Use it to pick a time range, then `answer` with start/end
+    for a closer look. Returns JSON text: {"moments" (the most relevant segments, most relevant first, each with
+    index, start and end in seconds, "at" as m:ss and relevance from 0 to 1), "segments" (every segment's index,
+    start, end and relevance, in time order), "duration" (seconds), "model"}.
+    """
+    request = server.request(server.handed_video(video), question, ranged(start, end))
+    compression = server.compression(request)
+    segments = [SegmentSummary(index, *compression.plan.span(index), round(score, 4), 0)
+                for index, score in enumerate(compression.relevance)]
+    return json.dumps({"moments": looked_at(segments),
+                       "segments": [{"index": s.index, "start": s.start, "end": s.end, "relevance": s.relevance}
+                                    for s in segments],
+                       "duration": compression.video.duration, "model": server.model.spec.name}, ensure_ascii=False)
