@@ -12,7 +12,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from gradio.utils import get_upload_folder
 
@@ -229,10 +229,13 @@ class Server:
 
         return answers(self.run(request, budgets))
 
-    def compression(self, request: Request) -> Compression:
-        """The request's compression: from the cache (no trip to the accelerator) once the question was asked."""
+    def compression(self, request: Request, watch: Callable[[Event], object] | None = None) -> Compression:
+        """The request's compression: from the cache (no trip to the accelerator) once the question was asked;
+        `watch` sees each event on the way."""
         with contextlib.closing(self.run(request, ())) as events:
             for event in events:
+                if watch is not None:
+                    watch(event)
                 if isinstance(event, Compressed):
                     return event.compression
         raise TempoError("The compressor ended without a compression.")

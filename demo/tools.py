@@ -8,13 +8,15 @@ import inspect
 import json
 from typing import Callable
 
+import gradio as gr
+
 from tempo.config import setting_named
-from tempo.events import SegmentSummary
+from tempo.events import Event, Finished, SegmentCompressed, SegmentSummary
 
 from .api import looked_at
 from .handover import HOW
 from .refusals import refused
-from .server import Server, answers
+from .server import Server
 
 VIDEO = ("the video, as one string. " + HOW + " A data: URI suits short clips only; a file on the caller's machine "
          "is best uploaded first.")
@@ -32,6 +34,15 @@ def for_agents(*settings: str) -> Callable[[Callable], Callable]:
     return described
 
 
+def reporter(progress: gr.Progress) -> Callable[[Event], None]:
+    """Each compressed segment reported to the caller: over MCP a progress notification, which also keeps an
+    agent's host from giving up on an hour of video."""
+    def report(event: Event) -> None:
+        if isinstance(event, SegmentCompressed):
+            progress((event.index + 1, event.num_segments), desc="segments compressed", unit="segments")
+    return report
+
+
 def ranged(start: object, end: object, **more: object) -> dict[str, object]:
     """The settings a tool was given, leaving out what it left empty (the table's defaults apply)."""
     given = {"start": start, "end": end, **more}
@@ -41,7 +52,7 @@ def ranged(start: object, end: object, **more: object) -> dict[str, object]:
 @refused
 @for_agents("budget", "start", "end")
 def answer(server: Server, video: str, question: str, budget: int | None = None, start: str | None = None,
-           end: str | None = None) -> str:
+           end: str | None = None, progress: gr.Progress = gr.Progress()) -> str:
     """Answer a question about a long video (minutes to hours) with Tempo: a small vision-language model reads the
     whole video in 8-frame segments, keeps more memory tokens where the question's moment is, and a language model
     answers from them. Slower than `locate` (it also runs the decoder); ask one question per call.
@@ -50,7 +61,11 @@ def answer(server: Server, video: str, question: str, budget: int | None = None,
     "budget", "num_segments", "duration" (seconds), "window" ([start, end] of what was read, in seconds), "model"}.
     """
     request = server.request(server.handed_video(video), question, ranged(start, end, budget=budget))
-    result = answers(server.run(request))[-1]
+    report, results = reporter(progress), []
+    for event in server.run(request):
+        report(event)
+        results += [event] if isinstance(event, Finished) else []
+    result = results[-1]
     plan_start = result.segments[0].start if result.segments else 0.0
     plan_end = result.segments[-1].end if result.segments else 0.0
     return json.dumps({"answer": result.answer, "looked_at": looked_at(result.segments),
@@ -61,7 +76,8 @@ def answer(server: Server, video: str, question: str, budget: int | None = None,
 
 @refused
 @for_agents("start", "end")
-def locate(server: Server, video: str, question: str, start: str | None = None, end: str | None = None) -> str:
+def locate(server: Server, video: str, question: str, start: str | None = None, end: str | None = None,
+           progress: gr.Progress = gr.Progress()) -> str:
     """Find where in a long video a question's moment is, without answering it: the compressor scores every
     8-frame segment for relevance to the question. Cheaper than `answer` (no decoder runs); a follow-up `answer`
     on the same video and question reuses this work. Use it to pick a time range, then `answer` with start/end
@@ -70,7 +86,7 @@ def locate(server: Server, video: str, question: str, start: str | None = None, 
     start, end and relevance, in time order), "duration" (seconds), "model"}.
     """
     request = server.request(server.handed_video(video), question, ranged(start, end))
-    compression = server.compression(request)
+    compression = server.compression(request, reporter(progress))
     segments = [SegmentSummary(index, *compression.plan.span(index), round(score, 4), 0)
                 for index, score in enumerate(compression.relevance)]
     return json.dumps({"moments": looked_at(segments),

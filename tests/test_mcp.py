@@ -49,8 +49,8 @@ def with_tools(url: str, work):
     return asyncio.run(session())
 
 
-def call(url: str, tool: str, **arguments):
-    return with_tools(url, lambda session: session.call_tool(tool, arguments))
+def call(url: str, tool: str, progress=None, **arguments):
+    return with_tools(url, lambda session: session.call_tool(tool, arguments, progress_callback=progress))
 
 
 def uploaded(url: str, path: Path) -> str:
@@ -70,7 +70,9 @@ def test_the_app_lists_exactly_the_two_tools_described_for_an_agent(app):
         assert "upload it first" in schema["properties"]["video"]["description"]
         assert "m:ss" in schema["properties"]["start"]["description"]
         assert "Returns JSON" in tool.description
-    answer = next(tool for tool in tools if tool.name == "answer")
+    answer, locate = sorted(tools, key=lambda tool: tool.name)
+    assert list(answer.inputSchema["properties"]) == ["video", "question", "budget", "start", "end"]
+    assert list(locate.inputSchema["properties"]) == ["video", "question", "start", "end"]
     assert "the checkpoint's" in answer.inputSchema["properties"]["budget"]["description"]
 
 
@@ -99,13 +101,20 @@ def test_both_tools_give_what_answer_gives(app, example):
                                                       by_index[segment["index"]]["end"])
 
 
-def test_a_short_clip_can_come_as_a_data_uri_with_a_time_range(app, fixtures):
+def test_a_short_clip_can_come_as_a_data_uri_with_a_time_range_and_reports_progress(app, fixtures):
     clip = fixtures / "videos" / "shapes_40s_320x240.mp4"
     uri = "data:video/mp4;base64," + base64.b64encode(clip.read_bytes()).decode()
-    located = call(app, "locate", video=uri, question="Where is the red circle?", start="0:10", end="30")
+    messages = []
+
+    async def progress(done, total, message):
+        messages.append(message or "")
+
+    located = call(app, "locate", progress, video=uri, question="Where is the red circle?", start="0:10", end="30")
     assert not located.isError, located.content[0].text
     found = json.loads(located.content[0].text)
     assert found["segments"][0]["start"] >= 10 and found["segments"][-1]["end"] <= 30
+    steps = [m for m in messages if "segments compressed" in m]
+    assert steps and steps[-1].endswith(f"{len(found['segments'])} of {len(found['segments'])}"), messages
 
 
 def test_a_refused_file_is_a_tool_error_with_the_pages_sentence(app, example, tmp_path):
