@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import socket
 import threading
 import tracemalloc
 from functools import partial
@@ -260,6 +261,17 @@ def test_a_server_ignoring_ranges_is_refused_before_a_big_download(big_weights, 
     finally:
         server.shutdown()
     assert handler.sent < path.stat().st_size / 2  # what socket buffers took before the client hung up
+
+
+@pytest.mark.parametrize("offline", ["0", "1"], ids=["unreachable", "hub-offline"])
+def test_base_weights_neither_local_nor_reachable_say_what_to_do(monkeypatch, offline):
+    monkeypatch.setenv("HF_HUB_OFFLINE", offline)
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    read = loading._http_reader(f"http://127.0.0.1:{port}/model.safetensors")
+    with pytest.raises(ModelError, match="neither local nor reachable: download the base model and pass base=DIR"):
+        loading.read_rows(read, "lm_head.weight", [YES, NO])
 
 
 # ------------------------------------------------------------------------------------------------ slow on a CPU

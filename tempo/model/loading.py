@@ -170,7 +170,18 @@ def _http_reader(url: str) -> Callable[[int, int], bytes]:
     them sends the whole file, which is read only as far as needed and never held whole)."""
     from huggingface_hub.utils import build_hf_headers, get_session
 
+    # The hub's HTTP client is httpx under huggingface_hub 1.x and httpx2 under 2.x: its errors are its package's.
+    http_error = sys.modules[type(get_session()).__module__.split(".")[0]].HTTPError
+
     def read(offset: int, length: int) -> bytes:
+        try:
+            return ranged(offset, length)
+        except (http_error, OSError) as exc:  # OSError: no network, or the hub switched off (HF_HUB_OFFLINE)
+            raise ModelError(f"Could not read the relevance direction from {url} ({type(exc).__name__}: {exc}). "
+                             "The base model's weights are neither local nor reachable: download the base model "
+                             "and pass base=DIR (or $TEMPO_BASE).") from None
+
+    def ranged(offset: int, length: int) -> bytes:
         headers = {**build_hf_headers(), "Range": f"bytes={offset}-{offset + length - 1}"}
         with get_session().stream("GET", url, headers=headers, follow_redirects=True) as response:
             response.raise_for_status()
