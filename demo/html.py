@@ -5,6 +5,7 @@ run's data; `layout` places them (styles: app.css)."""
 from __future__ import annotations
 
 import html
+import math
 from pathlib import Path
 from typing import Sequence
 
@@ -193,10 +194,13 @@ def escaped(text: str) -> str:
     return html.escape(text).replace("\n", "<br>")
 
 
-def seekable(text: str) -> str:
-    """`text` escaped, every time it mentions made clickable."""
+def seekable(text: str, duration: float = math.inf) -> str:
+    """`text` escaped, every time it mentions within the video's `duration` made clickable (a time past the end, as
+    a model can answer, names no moment: it stays text, as the timeline leaves it out)."""
     out, last = [], 0
     for start, end, seconds in time_mentions(text):
+        if not 0 <= seconds <= duration:
+            continue
         out += [escaped(text[last:start]), seek(seconds, escaped(text[start:end]))]
         last = end
     return "".join(out) + escaped(text[last:])
@@ -235,7 +239,7 @@ def turn_html(index: int, turn, selected: bool) -> str:
             + (f" · over {span(*result.video.window)} of {clock(result.video.duration)}" if result.video.window
                else ""))
     return (f"<div class='tempo-turn{' selected' if selected else ''}' data-turn='{index}'>"
-            f"<div class='tempo-reply'>{seekable(answer_text(result.answer))}</div>{verdict}"
+            f"<div class='tempo-reply'>{seekable(answer_text(result.answer), result.video.duration)}</div>{verdict}"
             f"{turn.looked}<div class='tempo-meta'>{meta}</div></div>")
 
 

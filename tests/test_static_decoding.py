@@ -47,7 +47,9 @@ def test_static_steps_match_on_the_embedded_model():
     model = tempo.from_pretrained(device="cpu")
     tokens = torch.randint(0, 200, (24,), generator=torch.Generator().manual_seed(2)).tolist()
     eager, static = eager_and_static(model, decoder_embeds(model, 500), tokens)
-    assert (eager - static).abs().max() < 1e-5
+    # float32 sums in another order over 500 positions: 1.3e-5 seen on v4's weights, with logits of order 1
+    assert (eager - static).abs().max() < 5e-5
+    assert torch.equal(eager.argmax(-1), static.argmax(-1))
 
 
 def test_a_wrong_position_is_caught(fixture_model):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from demo.html import PICKER_JS
+from demo.html import PICKER_JS, seekable
 from tempo.events import SegmentSummary
-from tempo.render.timeline import PointData, timeline_figure
+from tempo.render.timeline import PointData, named_times, timeline_figure
 
 
 def script_index(name: str) -> int:
@@ -29,3 +29,12 @@ def test_a_click_reads_the_segment_and_its_start_from_where_the_figure_put_them(
 def test_the_check_can_fail():
     """Fields put in another order are caught: the script's indices follow the record, not a copy of it."""
     assert script_index("SEGMENT") == PointData._fields.index("segment") != PointData._fields.index("start")
+
+
+def test_the_chat_seeks_to_the_times_the_timeline_marks_and_no_others():
+    """An answer's time past the video's end (a model can write one) names no moment: the timeline leaves it out,
+    and the chat leaves it as text."""
+    answer = "At 1111.0 seconds, or at 116 seconds."
+    seeks = [float(s) for s in re.findall(r"data-seconds='([\d.]+)'", seekable(answer, 600.0))]
+    assert seeks == named_times(answer, 600.0) == [116.0]
+    assert [float(s) for s in re.findall(r"data-seconds='([\d.]+)'", seekable(answer))] == [1111.0, 116.0]
