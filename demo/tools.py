@@ -61,11 +61,11 @@ def answer(server: Server, video: str, question: str, budget: int | None = None,
     "budget", "num_segments", "duration" (seconds), "window" ([start, end] of what was read, in seconds), "model"}.
     """
     request = server.request(server.handed_video(video), question, ranged(start, end, budget=budget))
-    report, results = reporter(progress), []
-    for event in server.run(request):
+    report, result = reporter(progress), None
+    for event in server.run(request):  # to the end, so that the run closes what it opened
         report(event)
-        results += [event] if isinstance(event, Finished) else []
-    result = results[-1]
+        if isinstance(event, Finished):
+            result = event
     plan_start = result.segments[0].start if result.segments else 0.0
     plan_end = result.segments[-1].end if result.segments else 0.0
     return json.dumps({"answer": result.answer, "looked_at": looked_at(result.segments),
