@@ -12,9 +12,9 @@ import torch
 import tempo
 from tempo.synthetic import KINDS, generate_video, make_questions
 from tempo.train import data
-from tempo.train.compose import PoolItem
-from tempo.train.compose_long import (GLOBAL_MARGIN, NEIGHBOURS, GlobalComposer, GlobalItem, OwnVideo, global_answer,
-                                      kind_counts, kept_segments)
+from tempo.train.compose import Composed, PoolItem
+from tempo.train.compose_long import (GLOBAL_MARGIN, NEIGHBOURS, GlobalComposer, GlobalItem, OwnVideo, VideoTags,
+                                      global_answer, kind_counts, kept_segments, video_tags)
 from tempo.train.grow import decoder_layers, grown, layer_sources
 from tempo.train.recipe import Recipe
 from tempo.train.staged import run_stage
@@ -155,3 +155,21 @@ def test_v4_stages_go_on_from_v3_s_state_file(tmp_path):
     assert training_log["recipe"].startswith("Tempo-Tiny v4")
     model = tempo.from_pretrained(str(tmp_path / "eight"), device="cpu")  # a loadable checkpoint, as shipped
     assert len(model.decoder.lm.model.layers) == 6 and model.spec.repetition_guard
+
+
+def test_video_tags_are_a_whole_video_s_and_the_when_answer_follows_them():
+    rng = np.random.default_rng(3)
+    short, step = video_tags(30, rng)
+    assert step == 4.0 and short[:3] == [2.0, 6.0, 10.0] and short[-1] == 118.0
+    wide, step = video_tags(128, rng)
+    assert 4.0 <= step <= 3600 / 128 and wide[0] == round(step / 2, 1)
+
+    class Fixed:  # a sampler whose input puts the evidence third, tagged far into a video
+        def sample(self, width, rng):
+            return Composed("grounding", torch.zeros(5, 2, 2), [0.0] * 5, [700.0, 710.0, 720.0, 730.0, 740.0], 10.0,
+                            "When does the red star appear?", "At 720.0 seconds.", evidence=2)
+
+    retagged = [VideoTags(Fixed(), 1.0).sample(5, rng) for _ in range(3)]
+    assert all(example.tag_times == [2.0, 6.0, 10.0, 14.0, 18.0] and example.answer == "At 10.0 seconds."
+               and example.segment_seconds == 4.0 for example in retagged)
+    assert VideoTags(Fixed(), 0.0).sample(5, rng).answer == "At 720.0 seconds."

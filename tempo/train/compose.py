@@ -54,6 +54,7 @@ class Composed:
     segment_seconds: float  # the tags' spacing: a "when" answer is graded within half of it (+1 s)
     question: str
     answer: str
+    evidence: int = 0  # the part a "when" answer names the tag of
 
 
 def build_pool(model: TempoModel, videos: list[SyntheticVideo], rng: np.random.Generator, first: int = 0,
@@ -134,7 +135,7 @@ def tagged(item: PoolItem, parts: list[tuple[PoolItem, int]], evidence: int, rng
     answer = item.answer if answer is None else answer
     if item.family == "grounding":
         answer = f"At {tags[evidence]:.1f} seconds."
-    return Composed(item.family, memories, relevance, tags, step, item.question, answer)
+    return Composed(item.family, memories, relevance, tags, step, item.question, answer, evidence)
 
 
 class Mixture:

@@ -12,7 +12,8 @@ Both get fresh evenly spaced time tags every time (`compose.tagged`), as v3's co
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -24,6 +25,8 @@ from .compose import FAMILIES, Composed, Composer, PoolItem, build_pool, tagged
 NEIGHBOURS = 2  # segments either side of the evidence an own-video input always keeps: its look-alikes
 GLOBAL_MARGIN = 1.5  # a global input's answer shows this many times as often as the next kind, or it is redrawn
 GLOBAL_VIDEOS = (1, 3)  # videos a global input is made of, at least and at most
+FULL_RATE_STEP = 4.0  # seconds between a segment's tags when a video is sampled at the full 2 fps
+WIDEST_STEP = 3600.0 / 128  # ... and in an hour-long video at 1,024 frames
 
 
 @dataclass(frozen=True)
@@ -139,3 +142,31 @@ class Blend:
 
     def sample(self, width: int, rng: np.random.Generator) -> Composed:
         return self.samplers[int(rng.choice(len(self.samplers), p=self.weights))].sample(width, rng)
+
+
+def video_tags(count: int, rng: np.random.Generator) -> tuple[list[float], float]:
+    """Tags as a whole video's own would be, and their spacing: segment centres from 0 s, 4 s apart below 128
+    segments (2 fps), else a 512-3600 s video's spacing (log-uniform)."""
+    if count < 128:
+        step = FULL_RATE_STEP
+    else:
+        step = float(math.exp(rng.uniform(math.log(FULL_RATE_STEP), math.log(WIDEST_STEP))))
+    return [round(step * (j + 0.5), 1) for j in range(count)], step
+
+
+class VideoTags:
+    """`share` of `sampler`'s inputs tagged as a whole video's would be (`video_tags`), the rest as drawn.
+
+    Composed inputs start their tags anywhere up to 63 steps in, so two-digit tags were rare in training while
+    every video under two minutes has only those: v4 answered "At 114.0 seconds." for a tag of 14.0 (v5)."""
+
+    def __init__(self, sampler, share: float):
+        self.sampler, self.share = sampler, share
+
+    def sample(self, width: int, rng: np.random.Generator) -> Composed:
+        example = self.sampler.sample(width, rng)
+        if rng.random() >= self.share:
+            return example
+        tags, step = video_tags(len(example.tag_times), rng)
+        answer = f"At {tags[example.evidence]:.1f} seconds." if example.family == "grounding" else example.answer
+        return replace(example, tag_times=tags, segment_seconds=step, answer=answer)

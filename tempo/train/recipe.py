@@ -62,10 +62,12 @@ class Recipe:
     blend_held_out: int = 12  # unseen 1 - 60 min videos the v4 growth curve is read on
     blend_max_duration: float = 3600.0  # seconds: the evaluation's longest videos (tests shorten it)
     blend_eval_inputs: int = 24  # held-out inputs per sampler, width and curve point
-    blend_weights: tuple[float, ...] = (0.45, 0.25, 0.3)  # own-video, global, other-video inputs
+    blend_weights: tuple[tuple[float, ...], ...] = (  # own-video, global, other-video inputs; from stage 7 (v5)
+        (0.45, 0.25, 0.3), (0.35, 0.2, 0.2, 0.25), (0.35, 0.2, 0.2, 0.25))  # also own-video inputs of short videos
+    blend_video_tags: tuple[float, ...] = (0.0, 0.5, 0.5)  # share of inputs tagged as a whole video's would be
     blend_family_weights: tuple[float, ...] = (1.0, 2.0, 1.0)  # needle, grounding, counting
     blend_widths: tuple[tuple[int, ...], ...] = ((32, 64, 128), (64, 128), (64, 128))  # stages 6, 7, 8
-    blend_steps: tuple[tuple[int, ...], ...] = ((1200, 2400, 3000), (2400, 3600), (1200, 1800))
+    blend_steps: tuple[tuple[int, ...], ...] = ((1200, 2400, 3000), (2000, 3000), (1000, 1500))
     blend_lrs: tuple[float, ...] = (1e-3, 1e-3, 1e-3)
     blend_layers: tuple[int, ...] = (3, 3, 6)  # the decoder's layers (`grow`): stage 8 doubles them at half the
     # steps (a step costs 1.9 times as much), to see whether capacity pays over thousands of steps

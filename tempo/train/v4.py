@@ -7,7 +7,8 @@ look-alikes), global inputs, and v3's composed inputs (the evidence among other 
 learned stays. Every stage draws fresh videos; its growth curve is read on unseen ones after every phase.
 
   stage 6  the blend at W = 32, 64, 128
-  stage 7  the blend again at W = 64 and 128 (the widths of videos of 4 minutes and more)
+  stage 7  (v5) the blend again at W = 64 and 128, with short videos as own-video inputs too and half the inputs
+           tagged as a whole video's would be (`VideoTags`: v4 wrote a digit too many on short videos)
   stage 8  the decoder grown from 3 to 6 layers (`grow`: it starts out answering as before), then the blend at
            W = 64 and 128 for the same CPU time as stage 7 (half the steps)
 """
@@ -23,7 +24,7 @@ import torch
 from ..model import TempoModel
 from ..synthetic import generate_video
 from .compose import copy_accuracy, train_composed
-from .compose_long import Blend, GlobalComposer, OwnVideo, build_long_pool
+from .compose_long import Blend, GlobalComposer, OwnVideo, VideoTags, build_long_pool
 from .recipe import TRAINING_SEEDS, Recipe
 from .state import composed_pools, finish, resume
 
@@ -51,10 +52,15 @@ def blend_pools(model: TempoModel, recipe: Recipe, index: int, rng: np.random.Ge
                                            SHORT_SEEN + index * recipe.blend_short_videos)
     held_items, held_global = build_long_pool(model, long_videos(recipe, LONG_HELD_OUT_SEEDS, recipe.blend_held_out),
                                               rng)
-    blend = Blend([OwnVideo(items, recipe.blend_family_weights), GlobalComposer(global_items), short],
-                  recipe.blend_weights)
+    samplers = [OwnVideo(items, recipe.blend_family_weights), GlobalComposer(global_items), short]
+    weights = recipe.blend_weights[index]
+    if len(weights) > len(samplers):  # v5: the short videos as own-video inputs too (whole, at W >= their length)
+        samplers.append(OwnVideo(short.pool, recipe.blend_family_weights))
+    blend = Blend(samplers, weights)
     held_out = {"own video": OwnVideo(held_items), "global": GlobalComposer(held_global),
                 "other videos": short_held_out}
+    if recipe.blend_video_tags[index] > 0:
+        held_out["short own video, video tags"] = VideoTags(OwnVideo(short_held_out.pool), 1.0)
     return blend, held_out
 
 
@@ -78,6 +84,8 @@ def stage_blend(stage: int, recipe: Recipe, state_path: str, out_dir: str, devic
                                  "global_videos": len(blend.samplers[1].pool),
                                  "short_questions": len(blend.samplers[2].pool)}
     log.info("pools: %s", report["stages"]["pools"])
+    share = recipe.blend_video_tags[index]
+    training = VideoTags(blend, share) if share > 0 else blend
 
     def read(reading_model: TempoModel) -> dict:
         return blend_reading(reading_model, held_out, recipe.blend_eval_inputs)
@@ -86,7 +94,7 @@ def stage_blend(stage: int, recipe: Recipe, state_path: str, out_dir: str, devic
     log.info("held-out reading before: %s", report["reading_before"])
     model.train()
     model.decoder.requires_grad_(True)
-    report["stages"]["blend"] = train_composed(model, blend, recipe.blend_widths[index], recipe.blend_steps[index],
+    report["stages"]["blend"] = train_composed(model, training, recipe.blend_widths[index], recipe.blend_steps[index],
                                                4, recipe.blend_lrs[index], recipe.copy_ata_share, rng, every,
                                                read=read)
     log.info("growth curve: %s", report["stages"]["blend"]["growth_curve"])
