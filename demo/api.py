@@ -134,7 +134,7 @@ def segment(server: Server, video: object, question: str, *, segment: object, **
     settings, and its sampled frames."""
     look = server.segment(server.request(video, question, settings), segment)
     facts = {"index": look.index, "start": look.start, "end": look.end, "relevance": look.relevance,
-             "rank": look.rank, "tokens": look.tokens}
+             "relevance_scaled": look.scaled, "rank": look.rank, "tokens": look.tokens}
     return {"result": facts, "frames": [(frame, clock(t)) for frame, t in zip(look.frames, look.times)]}
 
 

@@ -9,12 +9,13 @@ import math
 from pathlib import Path
 from typing import Sequence
 
+from tempo.allocation import scaled_relevance
 from tempo.analysis import SegmentLook, most_relevant
 from tempo.events import Finished
 from tempo.model import TempoModel
 from tempo.render.progress import RunProgress, Stage, key_segments, run_stats
 from tempo.render.report import Truth, data_uri
-from tempo.render.timeline import point_field
+from tempo.render.timeline import point_field, relevance_text
 from tempo.render.text import answer_text, timings_text
 from tempo.times import clock, span, time_mentions
 
@@ -151,7 +152,8 @@ def truth_html(truth: Truth | None) -> str:
 
 def segment_html(look: SegmentLook, k_max: int) -> str:
     """The inspector's card for one segment."""
-    facts = [("time", span(look.start, look.end)), ("relevance", f"{look.relevance:.3f}"),
+    facts = [("time", span(look.start, look.end)),
+             (f"relevance, scaled as ATA reads it (raw score {look.relevance:.3g})", f"{look.scaled:.2f}"),
              ("rank", f"{look.rank} of {look.num_segments} by relevance"), ("tokens kept", f"{look.tokens} of {k_max}")]
     cells = "".join(f"<div class='card'><div class='value'>{html.escape(value)}</div>"
                     f"<div class='label'>{label}</div></div>" for label, value in facts)
@@ -215,14 +217,17 @@ def looked_html(result: Finished, frames: Sequence, times: Sequence[float], coun
     """Where the compressor looked: its most relevant segments, as clickable thumbnails (each segment's sharpest
     frame, seeking to that frame's time) with their spans."""
     cells = []
+    scaled = scaled_relevance([s.relevance for s in result.segments])
     for segment in most_relevant(result.segments, count):
         shown = segment.index < len(frames)
         image = f"<img src='{data_uri(frames[segment.index], LOOK_EDGE)}' alt=''>" if shown else ""
+        score = scaled[result.segments.index(segment)]
         cells.append(seek(times[segment.index] if shown else segment.start,
-                          f"{image}<span>{span(segment.start, segment.end)} · {segment.relevance:.2f}</span>",
-                          "tempo-seek tempo-look"))
-    return ("<div class='tempo-looked'><div class='caption'>Where the compressor looked (its relevance, before the "
-            "decoder answered):</div>" + "".join(cells) + "</div>") if cells else ""
+                          f"{image}<span title='{html.escape(relevance_text(segment.relevance, score))}'>"
+                          f"{span(segment.start, segment.end)} · {score:.2f}</span>", "tempo-seek tempo-look"))
+    return ("<div class='tempo-looked'><div class='caption'>Where the compressor looked before the decoder answered "
+            "(relevance scaled as ATA reads it: 1 = its most relevant segment):</div>" + "".join(cells)
+            + "</div>") if cells else ""
 
 
 def turn_html(index: int, turn, selected: bool) -> str:

@@ -50,6 +50,18 @@ def check_budget(num_segments: int, budget: int, strategy: str = "ata", segment_
                      f"{num_segments} segments. {advice}")
 
 
+def scaled_relevance(relevance: Sequence[float | None]) -> list[float | None]:
+    """ATA's s_hat for display: min-max scaled to [0, 1] over the scores given, 1 for all when they are flat
+    (ATA then splits evenly); None stays None."""
+    known = [r for r in relevance if r is not None]
+    if not known:
+        return list(relevance)
+    low, high = min(known), max(known)
+    if high - low < FLAT_SCORE_RANGE:
+        return [None if r is None else 1.0 for r in relevance]
+    return [None if r is None else (r - low) / (high - low) for r in relevance]
+
+
 def adaptive_token_allocation(relevance: Sequence[float], budget: int, k_min: int, k_max: int) -> list[int]:
     """Algorithm 1: k_i = k_min + floor((k_max - k_min) * s_hat_i); if sum(k) > budget, every segment keeps
     k_min and the residual budget is shared in proportion to s_hat, remainders to the highest scores.

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .allocation import Strategy
+from .allocation import Strategy, scaled_relevance
 from .config import Limits, RunConfig, SamplingConfig
 from .engine import (Compressed, Compression, VideoCache, allocate_tokens, checked, default_cache,
                      out_of_memory_as_error, respond, serve)
@@ -134,6 +134,7 @@ class SegmentLook:
     start: float
     end: float
     relevance: float
+    scaled: float  # the relevance as ATA reads it: 0 for the video's least relevant segment, 1 for its most
     rank: int
     num_segments: int
     tokens: int
@@ -149,7 +150,8 @@ def look_at_segment(model: TempoModel, video: str | os.PathLike, plan: SamplingP
         raise InputError(f"This video has segments 0 to {len(relevance) - 1} (got {index}).")
     tokens = allocate_tokens(model, relevance, config)
     shown = segment_frames(video, plan, index, limits=config.limits)
-    return SegmentLook(index, *plan.span(index), relevance[index], relevance_ranks(relevance)[index],
+    return SegmentLook(index, *plan.span(index), relevance[index], scaled_relevance(relevance)[index],
+                       relevance_ranks(relevance)[index],
                        len(relevance), tokens[index], shown.frames, shown.times)
 
 

@@ -14,7 +14,7 @@ APP_MAX_LINES = 40
 ENGINE = "tempo.engine"
 # What the app may use of the library: the engine's face, what it reports (events, errors, settings, times,
 # rendering, analysis), the model it loads, and the synthetic world's grading of the shipped examples.
-DEMO_MAY_ENTER = ("tempo.engine", "tempo.analysis", "tempo.render", "tempo.events", "tempo.errors", "tempo.config",
+DEMO_MAY_ENTER = ("tempo.engine", "tempo.allocation", "tempo.analysis", "tempo.render", "tempo.events", "tempo.errors", "tempo.config",
                   "tempo.times", "tempo.model", "tempo.synthetic")
 # Lowest first. A module may import from its own layer or any layer below, never above.
 LAYERS = [

@@ -86,7 +86,7 @@ def test_time_ticks_stay_few_and_round():
 def test_figure_while_streaming_and_after_allocation():
     events = stream()
     streaming = timeline.timeline_figure(events[1:3], duration=20.0, num_segments=5)
-    assert [t.name for t in streaming.data] == ["relevance", "relevance"]  # curve and strip, no bars yet
+    assert [t.name for t in streaming.data] == ["relevance (scaled)", "relevance"]  # curve and strip, no bars yet
     pending, = {(shape.x0, shape.x1) for shape in streaming.layout.shapes if shape.type == "rect"}  # both rows
     assert pending == (events[2].end, 20.0)  # the rest of the video, greyed out
     assert streaming.layout.yaxis.range == (0, 1.04)  # relevance on [0, 1] from the first segment on
@@ -98,6 +98,19 @@ def test_figure_while_streaming_and_after_allocation():
     assert done.layout.xaxis.ticktext[-1] == "00:20"
     assert done.layout.yaxis.range == (0, 1.04)
     assert timeline.timeline_figure([]).data == ()
+
+
+def test_the_relevance_curve_shows_what_ata_reads_with_the_raw_score_on_hover():
+    # Tempo-Tiny's raw scores can all sit under 0.005: drawn raw, the curve would lie flat on zero.
+    raw = [0.0011, 0.0042, 0.0019, 0.0011]
+    segments = [SegmentSummary(i, 4.0 * i, 4.0 * (i + 1), r, 8) for i, r in enumerate(raw)]
+    figure = timeline.timeline_figure(segments, [8] * 4, duration=16.0, k_max=32)
+    curve = next(t for t in figure.data if t.name == "relevance (scaled)")
+    assert list(curve.y) == pytest.approx([0.0, 1.0, 8 / 31, 0.0])
+    assert curve.customdata[1][timeline.point_field("relevance")] == "relevance 1.00 of the range (raw score 0.0042)"
+    assert figure.layout.yaxis.title.text == "relevance, scaled"
+    flat = timeline.timeline_figure(segments[:1], duration=4.0)
+    assert list(next(t for t in flat.data if t.type == "scatter").y) == [1.0]  # one segment: ATA gives it all
 
 
 def test_a_short_evidence_band_stays_visible_and_the_answers_time_is_marked():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from demo.html import PICKER_JS, seekable
+from demo.html import PICKER_JS, looked_html, seekable
 from tempo.events import SegmentSummary
 from tempo.render.timeline import PointData, named_times, timeline_figure
 
@@ -38,3 +38,18 @@ def test_the_chat_seeks_to_the_times_the_timeline_marks_and_no_others():
     seeks = [float(s) for s in re.findall(r"data-seconds='([\d.]+)'", seekable(answer, 600.0))]
     assert seeks == named_times(answer, 600.0) == [116.0]
     assert [float(s) for s in re.findall(r"data-seconds='([\d.]+)'", seekable(answer))] == [1111.0, 116.0]
+
+
+def test_where_it_looked_shows_relevance_as_ata_reads_it_with_the_raw_score_on_hover():
+    import numpy as np
+
+    from tempo.events import Finished, VideoProbed
+
+    raw = [0.0011, 0.0042, 0.0019, 0.0011]  # Tempo-Tiny's scores for a question it finds little to say about
+    segments = [SegmentSummary(i, 4.0 * i, 4.0 * (i + 1), r, 8) for i, r in enumerate(raw)]
+    probed = VideoProbed("v.mp4", 16.0, 2.0, 32, 64, 32, 32, 2.0, 4, "test")
+    result = Finished("At 6 seconds.", [], segments, 32, 32, 32, {}, probed)
+    frames = [np.zeros((8, 8, 3), np.uint8)] * 4
+    shown = re.findall(r"<span title='([^']*)'>([^<]*)</span>", looked_html(result, frames, [0.0, 4.0, 8.0, 12.0]))
+    assert [text.split(" · ")[1] for _, text in shown] == ["1.00", "0.26", "0.00"]  # not "0.00" three times
+    assert shown[0][0] == "relevance 1.00 of the range (raw score 0.0042)"

@@ -9,6 +9,7 @@ from typing import NamedTuple, Protocol, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..allocation import scaled_relevance
 from ..events import Finished, VideoProbed
 from ..times import clock, span, time_mentions
 from .progress import RunProgress
@@ -96,7 +97,7 @@ def point_field(name: str) -> int:
     return PointData._fields.index(name)
 
 
-POINT_HOVER = (f"<b>%{{customdata[{point_field('span')}]}}</b><br>relevance %{{customdata[{point_field('relevance')}]}}"
+POINT_HOVER = (f"<b>%{{customdata[{point_field('span')}]}}</b><br>%{{customdata[{point_field('relevance')}]}}"
                f"<br>tokens %{{customdata[{point_field('tokens')}]}}<extra></extra>")
 
 
@@ -116,11 +117,12 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
     """
     done = len(segments)
     duration = duration or (segments[-1].end if segments else 60.0)
-    relevance = [s.relevance for s in segments]
-    has_relevance = bool(segments) and all(r is not None for r in relevance)
+    raw = [s.relevance for s in segments]
+    has_relevance = bool(segments) and all(r is not None for r in raw)
+    relevance = scaled_relevance(raw)  # what ATA reads: a tiny model's raw scores can all sit near zero
     token_text = [f"{k} / {k_max}" if k_max else str(k) for k in tokens] if tokens else ["pending"] * done
-    points = [list(PointData(span(s.start, s.end), f"{r:.3f}" if r is not None else "n/a", t, s.index, s.start))
-              for s, r, t in zip(segments, relevance, token_text)]
+    points = [list(PointData(span(s.start, s.end), relevance_text(r, scaled), t, s.index, s.start))
+              for s, r, scaled, t in zip(segments, raw, relevance, token_text)]
 
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.84, 0.16], vertical_spacing=0.05,
                         specs=[[{"secondary_y": True}], [{}]])
@@ -151,6 +153,13 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
     if within:
         _window_in_video(fig, start, duration, within)
     return page_layout(fig, 430, "timeline", showlegend=bool(segments), barmode="overlay", bargap=0)
+
+
+def relevance_text(raw: float | None, scaled: float | None) -> str:
+    """A segment's relevance in words for hover text: scaled as ATA reads it, then the compressor's own score."""
+    if raw is None or scaled is None:
+        return "relevance n/a (compression off)"
+    return f"relevance {scaled:.2f} of the range (raw score {raw:.4g})"
 
 
 def _window_in_video(fig: go.Figure, start: float, end: float, video: float) -> None:
@@ -186,7 +195,7 @@ def _relevance_curve(fig: go.Figure, segments: Sequence[Segment], relevance: lis
     """Relevance per segment as a filled curve on the left axis (dots while they do not touch)."""
     mids = [(s.start + s.end) / 2 for s in segments]
     markers = "lines+markers" if len(segments) <= 160 else "lines"  # dots stop helping once they touch
-    fig.add_trace(go.Scatter(x=mids, y=relevance, name="relevance", mode=markers,
+    fig.add_trace(go.Scatter(x=mids, y=relevance, name="relevance (scaled)", mode=markers,
                              line=dict(color=ORANGE, width=2.5, shape="spline", smoothing=0.6),
                              marker=dict(size=5, color=ORANGE), fill="tozeroy",
                              fillcolor="rgba(249, 115, 22, 0.07)", customdata=points, hovertemplate=POINT_HOVER),
@@ -195,10 +204,11 @@ def _relevance_curve(fig: go.Figure, segments: Sequence[Segment], relevance: lis
 
 def _timeline_axes(fig: go.Figure, duration: float, start: float, tokens: Sequence[int] | None,
                    k_max: int | None) -> None:
-    """Time along x; relevance 0-1 on the left; tokens kept (0 to k_max) on the right, once allocated."""
+    """Time along x; relevance on the left, scaled as ATA reads it (least relevant 0, most 1); tokens kept (0 to
+    k_max) on the right, once allocated."""
     _time_axis(fig, duration, start)
-    fig.update_yaxes(title_text="relevance", title_font=dict(color=ORANGE), range=[0, 1.04], tickmode="array",
-                     tickvals=[0, 0.25, 0.5, 0.75, 1], ticktext=["0", "0.25", "0.5", "0.75", "1"],
+    fig.update_yaxes(title_text="relevance, scaled", title_font=dict(color=ORANGE), range=[0, 1.04],
+                     tickmode="array", tickvals=[0, 0.5, 1], ticktext=["least", "0.5", "most"],
                      gridcolor="rgba(148, 163, 184, 0.18)", zeroline=False, row=1, col=1, secondary_y=False)
     top = k_max or max(tokens or [1]) or 1
     fig.update_yaxes(title_text="tokens kept" if tokens else None, range=[0, top * 1.12], tickmode="array",
