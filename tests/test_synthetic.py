@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tempo.synthetic.world import event_seconds
-from tempo.synthetic import (COLOURS, Question, generate_video, is_correct, make_questions, occurrences,
-                             segment_relevance, sprite, write_mp4)
+from tempo.synthetic import (COLOURS, Question, all_questions, generate_video, is_correct, make_questions,
+                             named_seconds, names_time_outside, occurrences, segment_relevance, sprite,
+                             temporal_iou, temporal_questions, write_mp4)
 from tempo.synthetic.__main__ import main
 
 seeds = st.integers(0, 2**32 - 1)
@@ -106,6 +107,48 @@ def test_questions_are_answerable_and_unambiguous(seed, duration):
         assert is_correct(question, question.answer, segment_seconds=4.0)
         start, end = question.evidence[0]
         assert segment_relevance(question, (start + end) / 2 - 1, (start + end) / 2 + 1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seeds, durations)
+def test_interval_and_order_questions_have_one_right_answer(seed, duration):
+    video = generate_video(seed, duration)
+    interval, order = temporal_questions(video)
+    groups = occurrences(video)
+
+    colour, kind = interval.text.removeprefix("From when to when is the ").removesuffix(" visible?").split()
+    (event,) = groups[kind, colour]  # shown once: one interval
+    assert interval.evidence == ((event.start, event.end),)
+    assert interval.answer == f"From {round(event.start)} to {round(event.end)} seconds."
+    assert is_correct(interval, interval.answer, segment_seconds=4.0)  # rounding keeps IoU >= 0.5 (events >= 2 s)
+    assert not is_correct(interval, f"From {event.end + 1:.0f} to {event.end + 20:.0f} seconds.", 4.0)
+
+    first, second = order.text.removeprefix("Which appears first, the ").removesuffix("?").split(" or the ")
+    named = [tuple(pair.split()[::-1]) for pair in (first, second)]  # (kind, colour)
+    assert named[0] != named[1] and all(pair in groups for pair in named)
+    earlier = min(named, key=lambda pair: groups[pair][0].start)
+    later = max(named, key=lambda pair: groups[pair][0].start)
+    assert order.answer == f"The {earlier[1]} {earlier[0]}."
+    assert order.evidence == tuple(sorted((groups[pair][0].start, groups[pair][0].end) for pair in named))
+    assert is_correct(order, order.answer, 4.0) and not is_correct(order, f"The {later[1]} {later[0]}.", 4.0)
+    for question in (interval, order):
+        start, end = question.evidence[0]
+        assert segment_relevance(question, (start + end) / 2 - 1, (start + end) / 2 + 1)
+
+
+def test_new_families_come_from_the_video_s_own_stream():
+    video = generate_video(17, 900)
+    alone = temporal_questions(video)
+    assert all_questions(video, np.random.default_rng(99))[4:] == alone == temporal_questions(generate_video(17, 900))
+    caller, before = np.random.default_rng(5), np.random.default_rng(5)
+    assert all_questions(video, caller)[:4] == make_questions(video, before)
+    assert caller.bit_generator.state == before.bit_generator.state  # no draws beyond make_questions' own
+    answers_first_named = set()
+    for seed in range(12):
+        order = temporal_questions(generate_video(seed, 600))[1]
+        first_named = order.text.removeprefix("Which appears first, the ").split(" or ")[0]
+        answers_first_named.add(order.answer == f"The {first_named}.")
+    assert answers_first_named == {True, False}  # the answer is not always the one named first
 
 
 def test_render_shape_and_dtype():
@@ -223,6 +266,64 @@ def test_is_correct_grounding_scales_with_segment_and_reads_thousands():
     assert not is_correct(question, "At 1,222 seconds.", segment_seconds=16.0)
 
 
+@pytest.mark.parametrize("prediction, expected", [
+    ("From 100 to 104 seconds.", True),
+    ("From 101 to 105 seconds.", True),  # IoU 3/5
+    ("From 102 to 106 seconds.", False),  # IoU 2/6
+    ("From 100 to 108 seconds.", True),  # IoU 4/8: R@1 at IoU = 0.5 counts the boundary
+    ("From 99.9 to 108.1 seconds.", False),
+    ("from 100.5 to 103.5", True),
+    ("From 104 to 100 seconds.", False),  # reversed: an empty interval
+    ("From 102 to 102 seconds.", False),
+    ("At 102 seconds.", False),  # one time is not an interval
+    ("100-104", True),
+    ("From 1,000 to 1,004 seconds.", False),
+    ("sometime", False),
+])
+def test_is_correct_interval_by_temporal_iou(prediction, expected):
+    assert is_correct(_q("interval", "From 100 to 104 seconds."), prediction, segment_seconds=28.0) is expected
+
+
+@pytest.mark.parametrize("question, answer, prediction, expected", [
+    ("Which appears first, the red star or the blue circle?", "The red star.", "The red star.", True),
+    ("Which appears first, the red star or the blue circle?", "The red star.", "star", True),
+    ("Which appears first, the red star or the blue circle?", "The red star.", "Red!", True),
+    ("Which appears first, the red star or the blue circle?", "The red star.", "The stars.", True),
+    ("Which appears first, the red star or the blue circle?", "The red star.", "The blue circle.", False),
+    ("Which appears first, the red star or the blue circle?", "The red star.", "The red circle.", False),
+    ("Which appears first, the red star or the blue circle?", "The red star.", "the red star, then the blue circle",
+     False),
+    ("Which appears first, the red star or the blue circle?", "The red star.", "The green star.", False),
+    ("Which appears first, the red star or the blue circle?", "The red star.", "first", False),
+    ("Which appears first, the blue circle or the red star?", "The red star.", "The red star.", True),
+    # the same colour: only the kind sets the earlier one apart
+    ("Which appears first, the red circle or the red star?", "The red star.", "The red star.", True),
+    ("Which appears first, the red circle or the red star?", "The red star.", "Red.", False),
+])
+def test_is_correct_order_names_only_the_earlier(question, answer, prediction, expected):
+    assert is_correct(Question("order", question, answer, ((1.0, 3.0), (20.0, 24.0))), prediction, 4.0) is expected
+
+
+@pytest.mark.parametrize("answer, seconds, outside", [
+    ("At 101.0 seconds.", [101.0], False),
+    ("At 1,119.8 seconds.", [1119.8], True),
+    ("From -2 to 5 seconds.", [-2.0, 5.0], True),
+    ("From 10-20 seconds.", [10.0, 20.0], False),
+    ("From 590 to 600.5 seconds.", [590.0, 600.5], True),
+    ("From 590 to 600 seconds.", [590.0, 600.0], False),
+    ("The red star.", [], False),
+])
+def test_times_an_answer_names_and_whether_one_is_outside_the_video(answer, seconds, outside):
+    assert named_seconds(answer) == seconds
+    assert names_time_outside(answer, 600.0) is outside
+
+
+def test_temporal_iou():
+    assert temporal_iou((0.0, 4.0), (2.0, 6.0)) == pytest.approx(1 / 3)
+    assert temporal_iou((0.0, 4.0), (4.0, 6.0)) == 0.0 == temporal_iou((3.0, 3.0), (0.0, 6.0))
+    assert temporal_iou((5.0, 1.0), (0.0, 6.0)) == 0.0
+
+
 def test_segment_relevance():
     question = _q("needle", "red", ((10.0, 14.0), (40.0, 42.0)))
     assert not segment_relevance(question, 0.0, 10.0)  # touching is not overlapping
@@ -263,7 +364,8 @@ def test_cli_render(tmp_path, capsys):
     assert main(["render", "--seed", "9", "--duration", "21", "--fps", "2", "--out", str(out)]) == 0
     data = json.loads((tmp_path / "demo.json").read_text())
     assert data["video"]["seed"] == 9 and data["video"]["duration"] == 21
-    assert [q["family"] for q in data["questions"]] == ["needle", "grounding", "counting", "global"]
+    assert [q["family"] for q in data["questions"]] == ["needle", "grounding", "counting", "global", "interval",
+                                                        "order"]
     with av.open(str(out)) as container:
         assert sum(1 for _ in container.decode(video=0)) == 42
 

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from .questions import make_questions
+from .questions import make_questions, temporal_questions
 from .world import MIN_DURATION, generate_video, write_mp4
 
 log = logging.getLogger("tempo.synthetic")
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     write_mp4(video, args.out, args.fps)
     # A separate stream so the questions can change without changing the video of a seed.
-    questions = make_questions(video, np.random.default_rng([args.seed, 1]))
+    questions = make_questions(video, np.random.default_rng([args.seed, 1])) + temporal_questions(video)
     with open(root + ".json", "w") as f:
         json.dump({"video": video.to_dict(), "questions": [dataclasses.asdict(q) for q in questions]}, f, indent=1)
     log.info("wrote %s and %s.json: seed %d, %.1f s, %d frames at %g fps, %d scenes, %d events, dominant %s, %.1f s",

@@ -10,10 +10,17 @@ import numpy as np
 from .world import COLOURS, KINDS, Event, SyntheticVideo
 
 FAMILIES = ("needle", "grounding", "counting", "global")
+TEMPORAL_FAMILIES = ("interval", "order")  # issue 47: asked by `temporal_questions`, from a stream of their own
+ALL_FAMILIES = FAMILIES + TEMPORAL_FAMILIES
+TIMED_FAMILIES = ("grounding", "interval")  # answered with times in the video
+INTERVAL_IOU = 0.5  # an interval answer is right at this temporal IoU with the truth or more (R@1, IoU = 0.5)
+TEMPORAL_STREAM = 47  # with the video's seed, seeds the new families' draws
 NUMBER_WORDS = {"zero": 0, "one": 1, "once": 1, "two": 2, "twice": 2, "three": 3, "thrice": 3, "four": 4,
                 "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
 PLURALS = {kind: kind + ("es" if kind.endswith("s") else "s") for kind in KINDS}
 _TOKEN = re.compile(r"\d+(?:\.\d+)?|[a-z]+")
+_SECONDS = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?|\d+(?:\.\d+)?")  # "-3" is negative; "10-20" is two numbers
+_ORDER = re.compile(r"the ([a-z]+) ([a-z]+) or the ([a-z]+) ([a-z]+)\?$")
 
 
 @dataclass(frozen=True)
@@ -67,9 +74,66 @@ def make_questions(video: SyntheticVideo, rng: np.random.Generator) -> list[Ques
     return questions
 
 
+def temporal_questions(video: SyntheticVideo) -> list[Question]:
+    """An interval and an order question, drawn from the video's own stream (its seed) rather than the caller's,
+    so that `make_questions` asks, answers and draws exactly as before these families existed."""
+    rng = np.random.default_rng([video.seed, TEMPORAL_STREAM])
+    groups = occurrences(video)
+    questions = []
+
+    # Only an event shown once has one interval; its length is 2-6 s (stretched to 7-21 s in an hour).
+    once = [pair for pair, events in groups.items() if len(events) == 1]
+    if once:
+        kind, colour = once[int(rng.integers(len(once)))]
+        (event,) = groups[kind, colour]
+        questions.append(Question("interval", f"From when to when is the {colour} {kind} visible?",
+                                  f"From {round(event.start)} to {round(event.end)} seconds.",
+                                  ((event.start, event.end),)))
+
+    if len(groups) >= 2:
+        pairs = list(groups)  # in order of first appearance
+        asked = [pairs[int(i)] for i in rng.choice(len(pairs), size=2, replace=False)]  # either one named first
+        (kind, colour), (other_kind, other_colour) = asked
+        earlier = min(asked, key=pairs.index)
+        firsts = sorted((groups[pair][0].start, groups[pair][0].end) for pair in asked)
+        questions.append(Question("order", f"Which appears first, the {colour} {kind} or the {other_colour} "
+                                           f"{other_kind}?", f"The {earlier[1]} {earlier[0]}.", tuple(firsts)))
+    return questions
+
+
+def all_questions(video: SyntheticVideo, rng: np.random.Generator) -> list[Question]:
+    """`make_questions` (drawing from `rng` as always) followed by `temporal_questions`: one per ALL_FAMILIES."""
+    return make_questions(video, rng) + temporal_questions(video)
+
+
+def named_seconds(prediction: str) -> list[float]:
+    """Every number an answer names, in order, read as the grader reads them ("1,234" is one number; "-3" is
+    negative, "10-20" two numbers)."""
+    return [float(number) for number in _SECONDS.findall(_without_thousands(prediction.lower()))]
+
+
+def names_time_outside(prediction: str, duration: float) -> bool:
+    """Whether an answer names a time before 0 s or after the video's end (for families in TIMED_FAMILIES)."""
+    return any(not 0.0 <= seconds <= duration for seconds in named_seconds(prediction))
+
+
+def temporal_iou(first: tuple[float, float], second: tuple[float, float]) -> float:
+    """Intersection over union of two time spans (0 when either is empty or reversed)."""
+    if first[1] <= first[0] or second[1] <= second[0]:
+        return 0.0
+    inter = max(0.0, min(first[1], second[1]) - max(first[0], second[0]))
+    return inter / (max(first[1], second[1]) - min(first[0], second[0]))
+
+
 def is_correct(question: Question, prediction: str, segment_seconds: float) -> bool:
-    """Grade a free-text prediction; grounding allows half a segment (+1 s) around the event."""
-    tokens = _TOKEN.findall(re.sub(r"(?<=\d),(?=\d{3}\b)", "", prediction.lower()))  # "1,234" is one number
+    """Grade a free-text prediction; grounding allows half a segment (+1 s) around the event, an interval needs a
+    temporal IoU of INTERVAL_IOU with it, an order answer names only the one that appears first."""
+    if question.family == "interval":
+        named = named_seconds(prediction)
+        return len(named) >= 2 and temporal_iou((named[0], named[1]), question.evidence[0]) >= INTERVAL_IOU
+    tokens = _TOKEN.findall(_without_thousands(prediction.lower()))
+    if question.family == "order":
+        return _names_first(question, tokens)
     if question.family == "needle":
         return _names_only(tokens, {question.answer}, set(COLOURS))
     if question.family == "global":
@@ -92,6 +156,25 @@ def segment_relevance(question: Question, segment_start: float, segment_end: flo
     if question.family == "global":
         return True
     return any(segment_start < end and start < segment_end for start, end in question.evidence)
+
+
+def _without_thousands(text: str) -> str:
+    return re.sub(r"(?<=\d),(?=\d{3}\b)", "", text)  # "1,234" is one number
+
+
+def _names_first(question: Question, tokens: list[str]) -> bool:
+    """An order answer names something that sets the earlier one apart (its colour or its kind) and nothing of
+    any other colour or kind."""
+    match = _ORDER.search(question.text)
+    if match is None:
+        raise ValueError(f"not an order question: {question.text!r}")
+    colour, kind = question.answer.lower().removeprefix("the ").removesuffix(".").split()
+    first = {colour, kind, PLURALS[kind]}
+    pairs = {(match[1], match[2]), (match[3], match[4])}
+    (other_colour, other_kind), = pairs - {(colour, kind)}
+    apart = first - {other_colour, other_kind, PLURALS[other_kind]}
+    named = {token for token in tokens if token in COLOURS or token in KINDS or token in PLURALS.values()}
+    return bool(named & apart) and named <= first
 
 
 def _names_only(tokens: list[str], expected: set[str], vocabulary: set[str]) -> bool:
