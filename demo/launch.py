@@ -14,7 +14,9 @@ from pathlib import Path
 
 import gradio as gr
 import torch
+from gradio.utils import get_upload_folder
 from spaces.config import Config as SpacesConfig
+from starlette.middleware import Middleware
 
 from tempo.config import Limits
 from tempo.engine import warm_up_decoding
@@ -22,7 +24,9 @@ from tempo.errors import TempoError
 from tempo.model import TempoModel, from_pretrained
 from tempo.render.style import FONTS, MONO_FONTS
 
+from .hosts import HostCheck, host_rule
 from .layout import build_demo
+from .stores import TrimAfterRequests, UploadStore
 
 CSS = Path(__file__).resolve().parent / "app.css"
 SPACE_MODEL = "Vision-CAIR/Tempo-6B"  # what a Space serves unless $TEMPO_MODEL says otherwise
@@ -67,8 +71,24 @@ def serve(model: TempoModel, limits: Limits | None = None, **kwargs) -> gr.Block
     kwargs.setdefault("mcp_server", importlib.util.find_spec("mcp") is not None)  # the tools, where gradio[mcp] is
     # Gradio warns of a tool with a gr.State input: that is the page's /analyze (its conversation), not a tool.
     warnings.filterwarnings("ignore", message="This MCP server includes a tool that has a gr.State input")
+    kwargs.setdefault("state_session_capacity", limits.sessions)  # Gradio's default keeps 10,000 sessions' state
+    kwargs["app_kwargs"] = {**kwargs.get("app_kwargs", {}), "middleware": middleware(demo, limits, kwargs)}
     demo.launch(theme=theme(), css_paths=[CSS], max_file_size=limits.max_upload_bytes, **kwargs)
     return demo
+
+
+def middleware(demo: gr.Blocks, limits: Limits, launch: dict) -> list[Middleware]:
+    """What every request passes through before Gradio: the host check on a local server or a Space (`hosts`),
+    then the upload folder's cap (`stores`), and whatever middleware `launch`'s app_kwargs already name."""
+    server_name = launch.get("server_name") or os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1"
+    rule = host_rule(server_name, limits.allowed_hosts, os.environ)
+
+    def kept() -> set[str]:  # the examples' copies, which Gradio's own clean-up keeps too
+        return set().union(*(getattr(block, "keep_in_cache", set()) for block in demo.blocks.values()))
+
+    store = UploadStore(Path(get_upload_folder()).resolve(), limits.uploads_mb * 2**20, kept, demo.temp_file_sets)
+    layers = [Middleware(HostCheck, rule=rule)] if rule is not None else []
+    return [*layers, Middleware(TrimAfterRequests, store=store), *launch.get("app_kwargs", {}).get("middleware", [])]
 
 
 def load_model() -> TempoModel:

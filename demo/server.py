@@ -31,7 +31,6 @@ from .handover import handed_over
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES_FILE = ROOT / "examples" / "examples.json"
-CACHE_BYTES = 2 * 1024**3  # decoded frames, vision features and recent compressions kept for follow-ups
 MOST_CHANGED = 5
 NOT_UPLOADED = ("This server only analyses videos uploaded to it: please upload the file through the page or the "
                 "API's file upload.")
@@ -42,8 +41,8 @@ class UploadCache(VideoCache):
     same file again (as every API call does) rewrites the same path with a new modification time, and is still
     the same video."""
 
-    def __init__(self, max_bytes: int, uploads: Path):
-        super().__init__(max_bytes)
+    def __init__(self, max_bytes: int, uploads: Path, questions_per_video: int):
+        super().__init__(max_bytes, questions_per_video)
         self.uploads = uploads
 
     def key(self, path: str | os.PathLike, sampling: SamplingConfig) -> VideoKey:
@@ -146,7 +145,7 @@ class Server:
         self.model = model
         self.limits = limits
         self.uploads = uploads = Path(get_upload_folder()).resolve()
-        self.cache = UploadCache(CACHE_BYTES, uploads)
+        self.cache = UploadCache(limits.cache_mb * 2**20, uploads, limits.cache_questions)  # settings table: SERVER
         self.examples = load_examples()
         # Files a visitor may name: this server's uploads and the shipped examples, symlinks resolved.
         self.visitor_folders = (uploads, EXAMPLES_FILE.parent.resolve())

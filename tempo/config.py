@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from typing import Mapping, Protocol
 
 from .allocation import STRATEGIES, TRUNCATIONS, Strategy
@@ -22,6 +23,22 @@ class Checkpoint(Protocol):
 
     num_memory_tokens: int  # k_max
     visual_token_budget: int
+
+
+class Zoom(str, Enum):
+    """When an answer looks closer by itself (coarse to fine): never, for questions about when things happen, or
+    always (a setting's value is the choice's; it compares equal)."""
+
+    OFF = "off"
+    AUTO = "auto"
+    ALWAYS = "always"
+
+
+ZOOMS = {  # value: what it does (the app's label)
+    Zoom.OFF.value: "off (the whole video only)",
+    Zoom.AUTO.value: "auto ('when', 'from when to when', 'which first')",
+    Zoom.ALWAYS.value: "always",
+}
 
 
 @dataclass(frozen=True)
@@ -70,11 +87,19 @@ class Limits:
     isolate_decoding: bool = False  # decode in a child process the server can kill (servers turn it on)
     decode_memory_bytes: int = 4 * 1024**3  # that process's data memory
     decode_stall_s: float = 60.0  # that process is stopped when nothing comes out of it for this long
+    # What a server keeps, each bounded (the oldest leaves first), and whom a local server answers: the settings
+    # table's SERVER rows, read from $TEMPO_<NAME>.
+    cache_mb: int = 2048  # the per-video cache: decoded frames or vision features, and compressions
+    cache_questions: int = 8  # compressions kept per cached video
+    uploads_mb: int = 10240  # the upload folder: uploads, videos handed to the tools, previews, files handed out
+    sessions: int = 1000  # visitors' sessions whose state (the conversation) stays in memory
+    allowed_hosts: str = ""  # names besides localhost a local server (or a Space) answers, comma-separated
 
     @classmethod
     def from_env(cls) -> "Limits":
         """$TEMPO_MAX_QUESTION_CHARS, $TEMPO_MAX_UPLOAD_MB, $TEMPO_MAX_DURATION_MIN, $TEMPO_MAX_FRAME_MEGAPIXELS,
-        $TEMPO_DECODE_MEMORY_MB and $TEMPO_DECODE_STALL_S override the defaults."""
+        $TEMPO_DECODE_MEMORY_MB and $TEMPO_DECODE_STALL_S override the defaults, and so does $TEMPO_<NAME> for
+        each of the settings table's SERVER settings."""
         default = cls()
 
         def positive(name: str, fallback: float) -> float:
@@ -96,6 +121,7 @@ class Limits:
             max_frame_pixels=int(positive("TEMPO_MAX_FRAME_MEGAPIXELS", default.max_frame_pixels / 1e6) * 1e6),
             decode_memory_bytes=int(positive("TEMPO_DECODE_MEMORY_MB", default.decode_memory_bytes / 2**20) * 2**20),
             decode_stall_s=positive("TEMPO_DECODE_STALL_S", default.decode_stall_s),
+            **{setting.name: setting.from_env(getattr(default, setting.name)) for setting in settings(SERVER)},
         )
 
 
@@ -108,11 +134,13 @@ class RunConfig:
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     limits: Limits = field(default_factory=Limits)
     micro_batch: int = 4
+    zoom: str = "off"  # a value of Zoom: answer from the whole video, or look closer first (engine.zoom)
     context_length: int | None = None  # None: the checkpoint's tokenizer_model_max_length
 
     def summary(self, budget: int) -> dict[str, object]:
         """The chosen settings, for reports and JSON (`budget`: the one in effect, after defaults)."""
-        return {s.name: budget if s.name == "budget" else s.value_in(self) for s in settings()}
+        return {s.name: budget if s.name == "budget" else s.value_in(self) for s in settings()
+                if s.surfaces - {SERVER}}  # a server's own settings are not a run's
 
     def validate(self, spec: Checkpoint | None = None) -> None:
         """Every setting in range (with `spec`, the ranges that depend on the checkpoint too)."""
@@ -139,6 +167,7 @@ class RunConfig:
 # ------------------------------------------------------------------------------------------------ the settings table
 
 PAGE, CLI, BATCH = "page", "cli", "batch"  # where a setting can be given (the page's API takes what the page does)
+SERVER = "server"  # a server's own setting, from its environment ($TEMPO_<NAME>), shown on its page
 EVERYWHERE = frozenset({PAGE, CLI, BATCH})
 K_MAX = "num_memory_tokens"  # a maximum that is the checkpoint's memory tokens per segment
 
@@ -149,7 +178,7 @@ class Setting:
     explained wherever it is offered. Its default is the dataclass field's (the budget's: the checkpoint's)."""
 
     name: str  # the field, API parameter and job key; the CLI flag is --name-with-dashes
-    part: str  # "sampling", "allocation" or "generation", or "run" for RunConfig's own fields
+    part: str  # "sampling", "allocation", "generation" or "limits", or "run" for RunConfig's own fields
     kind: type  # int, float, str or bool
     label: str
     help: str
@@ -188,6 +217,8 @@ class Setting:
         default = self.default(spec)
         if self.kind is bool:
             return f"{self.help} (default {'on' if default else 'off'})"
+        if self.kind is str and self.choices is None:
+            return f"{self.help} (default {quoted(default) if default else 'none'})"
         if self.choices is not None:
             allowed = "one of " + ", ".join(self.choices)
         else:
@@ -196,6 +227,27 @@ class Setting:
             allowed = f"{low:g}-{top}" + (f" {self.unit}" if self.unit else "")
         shown = ("none" if self.clock else "the checkpoint's") if default is None else default
         return f"{self.help} ({allowed}; default {shown})"
+
+    @property
+    def variable(self) -> str:
+        """The environment variable a SERVER setting is read from."""
+        return "TEMPO_" + self.name.upper()
+
+    def from_env(self, fallback: object) -> object:
+        """This setting's value in the environment (`variable`), checked; `fallback` when it is not set."""
+        text = os.environ.get(self.variable)
+        if text is None:
+            return fallback
+        value: object = text
+        if self.kind in (int, float):
+            try:
+                value = float(text)
+            except ValueError:
+                raise InputError(f"{self.variable}={text!r} is not a number.") from None
+        try:
+            return self.check(value)
+        except InputError as exc:
+            raise InputError(f"{self.variable}: {exc}") from None
 
     def check(self, value: object, spec: Checkpoint | None = None, exact: bool = False) -> object:
         """`value` if it is one this setting takes (whole numbers as int, numbers as float), else an InputError that
@@ -214,6 +266,10 @@ class Setting:
         if self.kind is bool:
             if not isinstance(value, bool):
                 raise InputError(f"{self.label} must be true or false (got {quoted(value)}).")
+            return value
+        if self.kind is str:  # free text, e.g. a list of names
+            if not isinstance(value, str):
+                raise InputError(f"{self.label} must be text (got {quoted(value)}).")
             return value
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise InputError(f"{self.label} must be a number (got {quoted(value)}).")
@@ -249,8 +305,21 @@ SETTINGS: tuple[Setting, ...] = (
             "beginning)", 0, 24 * 3600, unit="s", clock=True),
     Setting("end", "sampling", float, "To", "up to this time (m:ss or seconds; empty: the end)", 0, 24 * 3600,
             unit="s", clock=True),
+    Setting("zoom", "run", str, "Zoom", "compress the whole video, then ask again over the stretch around its "
+            "most relevant moment, sampled at the full 2 fps", choices=ZOOMS),
     Setting("micro_batch", "run", int, "Micro-batch", "segments per compressor forward pass", 1, 64,
             unit="segments", surfaces=frozenset({CLI})),
+    Setting("cache_mb", "limits", int, "Per-video cache", "decoded frames or vision features and compressions "
+            "kept for follow-up questions; the least recently used video leaves first", 1, 999_999, unit="MB",
+            surfaces=frozenset({SERVER})),
+    Setting("cache_questions", "limits", int, "Compressions per video", "questions whose compression each cached "
+            "video keeps; the least recently asked leaves first", 1, 1024, surfaces=frozenset({SERVER})),
+    Setting("uploads_mb", "limits", int, "Upload folder", "uploads, videos handed to the tools, previews and files "
+            "handed out; the oldest file leaves first", 1, 999_999, unit="MB", surfaces=frozenset({SERVER})),
+    Setting("sessions", "limits", int, "Sessions kept", "visitors whose conversation stays in memory; the least "
+            "recently seen leaves first", 1, 999_999, surfaces=frozenset({SERVER})),
+    Setting("allowed_hosts", "limits", str, "Allowed hosts", "names besides localhost, 127.0.0.1 and [::1] that a "
+            "local server (or a Space, besides its own) answers, comma-separated", surfaces=frozenset({SERVER})),
 )
 
 

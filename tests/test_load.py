@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -30,6 +31,7 @@ from appserver import ROOT, decoding_processes, free_port, load_app_model, serve
 from demo import layout
 from demo.launch import serve as launch
 from tempo import cli
+from tempo.config import Limits
 from tempo.engine import accelerator
 from tempo.video import DecordReader
 
@@ -38,7 +40,7 @@ REQUESTS = int(os.environ.get("TEMPO_LOAD_REQUESTS", "50"))
 WARMUP = min(CLIENTS, REQUESTS // 2)
 MAX_FRAMES = (16, 24, 32)  # on the 20 s clip (40 frames at 2 fps): 16, 24, 32 sampled frames in 2, 3, 4 segments
 VIDEO = "twenty_seconds.mp4"
-CACHE_BYTES = 4 * 2**20  # the load test server's per-video cache: a few entries of this clip (~1 MiB each)
+CACHE_MB = 4  # the load test server's per-video cache: a few entries of this clip (~1 MiB each)
 OOM = "Out of memory on this video."
 
 
@@ -288,13 +290,10 @@ def test_cli_fault_mid_request_is_one_error_line(fixtures, hostile_media, monkey
 
 
 if __name__ == "__main__":  # the load test's server: python tests/test_load.py FIXTURES; stops when stdin closes
-    from demo import server  # on PYTHONPATH (server_process)
-
     model = load_app_model(Path(sys.argv[1]))
     # Each upload of the same video is a new file to the per-video cache (its mtime changes), so with the default
     # 2 GiB bound the cache would grow by one entry per request for a long time. A small bound fills during the
     # warm-up, so the memory check measures the steady state, cache included.
-    server.CACHE_BYTES = CACHE_BYTES
-    with serve(model) as url:
+    with serve(model, replace(Limits.from_env(), cache_mb=CACHE_MB)) as url:
         print(url, flush=True)
         sys.stdin.read()

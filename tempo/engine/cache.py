@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..config import SamplingConfig
+from ..config import Limits, SamplingConfig
 from ..events import Compression, VideoProbed
 from ..model.compressor import VisionFeatures
 from ..video import SamplingPlan
@@ -60,12 +60,12 @@ class VideoKey(NamedTuple):
 
 
 class VideoCache:
-    """Least-recently-used entries, keyed by file identity and sampling settings, bounded in bytes."""
+    """Least-recently-used entries, keyed by file identity and sampling settings, bounded in bytes; each keeps the
+    compressions of its `questions_per_video` most recent questions."""
 
-    questions_per_video = 8  # compressions kept per video
-
-    def __init__(self, max_bytes: int = 2 * 1024**3):
+    def __init__(self, max_bytes: int = Limits.cache_mb * 2**20, questions_per_video: int = Limits.cache_questions):
         self.max_bytes = max_bytes
+        self.questions_per_video = questions_per_video
         self._entries: OrderedDict[VideoKey, VideoEntry] = OrderedDict()
         self._lock = threading.Lock()
 
