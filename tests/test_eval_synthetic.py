@@ -6,8 +6,10 @@ import pytest
 
 import numpy as np
 
-from tempo.train.evaluate import SWEEP_FRACTIONS, STRATEGIES, evaluate, format_table, main, paired_bootstrap
-from tempo.synthetic import FAMILIES
+from tempo.train.evaluate import (SWEEP_FRACTIONS, STRATEGIES, evaluate, format_table, graded, main, outside_video,
+                                  paired_bootstrap, questions_of)
+from tempo.train.eval_tables import format_outside
+from tempo.synthetic import ALL_FAMILIES, FAMILIES, Question, generate_video, make_questions
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +27,11 @@ def test_report_has_every_strategy_truncation_and_the_oracle(report):
     assert set(report["strategies"]) == set(STRATEGIES) and set(report["truncation"]) == {"head", "tail"}
     for row in rows:
         assert 0.0 <= row["accuracy"] <= 1.0 and 0.0 <= row["localization"] <= 1.0
-        assert set(row["per_family"]) == set(FAMILIES) and row["questions"] == len(FAMILIES)
+        assert set(row["per_family"]) == set(ALL_FAMILIES) and row["questions"] == len(ALL_FAMILIES)
+        assert set(row["localization_per_family"]) == set(ALL_FAMILIES) - {"global"}
+        outside = row["outside_video"]
+        assert outside["of"] == 2 and set(outside["per_family"]) == {"grounding", "interval"}
+        assert outside["answers"] == sum(c["answers"] for c in outside["per_family"].values()) <= 2
         assert 0.0 < row["tokens_per_frame"] <= 32 / 8 / 4 + 1e-9  # a quarter of k_max per 8-frame segment
     assert report["strategies"]["ata"] == report["truncation"]["head"]
 
@@ -39,10 +45,13 @@ def test_oracle_puts_the_most_tokens_on_the_evidence(report):
 def test_table_and_json_from_the_command_line(tmp_path, capsys):
     out = tmp_path / "eval.json"
     assert main(["--n", "1", "--seed", "7", "--min-duration", "60", "--max-duration", "60",
-                 "--videos-dir", str(tmp_path), "--json", str(out)]) == 0
+                 "--videos-dir", str(tmp_path), "--json", str(out), "--families", ",".join(FAMILIES)]) == 0
     table = capsys.readouterr().out
     assert "| ATA on true relevance (oracle) |" in table and table.count("\n|") >= 8
-    assert json.loads(out.read_text())["oracle"]["questions"] == len(FAMILIES)
+    assert "| interval |" not in table and "| global | localization |" in table
+    assert "ATA's answers naming a time outside the video: " in table and "(grounding " in table
+    written = json.loads(out.read_text())
+    assert written["oracle"]["questions"] == len(FAMILIES) and written["settings"]["families"] == list(FAMILIES)
     assert "ATA - uniform:" in table and "| 1/32 |" in table
     assert format_table(json.loads(out.read_text())).splitlines()[0].startswith("| allocation |")
 
@@ -50,6 +59,33 @@ def test_table_and_json_from_the_command_line(tmp_path, capsys):
 def test_training_seeds_are_refused(tmp_path):
     with pytest.raises(SystemExit):
         main(["--n", "2", "--seed", "999999", "--videos-dir", str(tmp_path)])
+    with pytest.raises(SystemExit):
+        main(["--n", "1", "--families", "needle,when", "--videos-dir", str(tmp_path)])
+
+
+def test_the_first_four_families_are_asked_as_before_and_the_new_ones_after():
+    for seed in (7, 300_000, 300_001):
+        video = generate_video(seed, min_duration=60.0, max_duration=3600.0)
+        asked = questions_of(video, seed, ALL_FAMILIES)
+        assert asked[:4] == make_questions(video, np.random.default_rng(seed)) == questions_of(video, seed, FAMILIES)
+        assert [q.family for q in asked] == list(ALL_FAMILIES)
+
+
+def test_answers_naming_a_time_outside_the_video_are_counted_per_family():
+    interval = Question("interval", "From when to when is the red star visible?", "From 10 to 14 seconds.",
+                        ((10.0, 14.0),))
+    grounding = Question("grounding", "When does the red star appear?", "At 12 seconds.", ((10.0, 14.0),))
+    needle = Question("needle", "What colour is the star?", "red", ((10.0, 14.0),))
+    records = [{"family": q.family, **graded(q, answer, 4.0, 60.0)} for q, answer in [
+        (interval, "From 10 to 14 seconds."), (interval, "From 10 to 114 seconds."), (interval, "From -1 to 14."),
+        (grounding, "At 112.0 seconds."), (grounding, "At 12.0 seconds."), (needle, "red 100")]]
+    assert [r["correct"] for r in records] == [True, False, False, False, True, True]
+    assert [r["outside"] for r in records] == [False, True, True, True, False, None]
+    counts = outside_video(records)
+    assert counts == {"answers": 3, "of": 5, "per_family": {"grounding": {"answers": 1, "of": 2},
+                                                           "interval": {"answers": 2, "of": 3}}}
+    assert format_outside(counts) == ("ATA's answers naming a time outside the video: 3 of 5 "
+                                      "(grounding 1 of 2, interval 2 of 3)")
 
 
 def test_paired_bootstrap_resamples_whole_videos():
@@ -76,7 +112,7 @@ def test_budget_sweep_runs_ata_and_uniform_at_every_fraction(report):
     sweep = report["budget_sweep"]
     assert sweep["fractions"] == list(SWEEP_FRACTIONS) and set(sweep["strategies"]) == {"ata", "uniform"}
     for rows in sweep["strategies"].values():
-        assert len(rows) == len(SWEEP_FRACTIONS) and all(r["questions"] == len(FAMILIES) for r in rows)
+        assert len(rows) == len(SWEEP_FRACTIONS) and all(r["questions"] == len(ALL_FAMILIES) for r in rows)
     uniform = [r["tokens_per_frame"] for r in sweep["strategies"]["uniform"]]
     assert uniform == sorted(uniform) and uniform[-1] == 32 / 8  # every memory token at the full budget
     # at 1/32 of the tokens both keep one per segment: the same allocation, so the same answers
@@ -100,6 +136,6 @@ def test_localisation_only_agrees_with_the_full_evaluation(report, tmp_path, cap
     assert main(["--n", "1", "--seed", "7", "--min-duration", "60", "--max-duration", "60", "--localisation-only",
                  "--videos-dir", str(tmp_path), "--json", str(out)]) == 0
     alone = json.loads(out.read_text())
-    assert alone["questions"] == len(FAMILIES) - 1  # the global question has no evidence to find
+    assert alone["questions"] == len(ALL_FAMILIES) - 1  # the global question has no evidence to find
     assert alone["localization"] == pytest.approx(report["strategies"]["uniform"]["localization"])
     assert '"localization"' in capsys.readouterr().out
