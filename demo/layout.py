@@ -17,7 +17,7 @@ from tempo.render.timeline import timeline_figure
 from . import api, handlers, tools
 from .html import MOMENT_JS, PICKER_JS, TURN_PICKER_JS, header_html
 from .server import Server
-from .settings import controls, other_controls
+from .settings import controls, other_controls, server_settings
 
 QUEUE_SIZE = 16  # requests waiting beyond this are refused ("queue is full") instead of piling up
 ANALYZE_OUTPUTS = ("status", "timeline", "chat", "gallery", "stats", "json_file", "csv_file", "report_file",
@@ -55,6 +55,7 @@ def input_panel(server: Server) -> Inputs:
     with gr.Accordion("Advanced settings", open=False):
         settings = controls(server.model.spec)
         no_compression = gr.Checkbox(label="No compression (baseline: keep every memory token)")
+        gr.Markdown(server_settings(server.limits), elem_id="tempo-server-settings")
     return Inputs(upload, preview, question, run, closer, cancel, settings, no_compression)
 
 

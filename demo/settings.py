@@ -7,7 +7,7 @@ from typing import Mapping
 
 import gradio as gr
 
-from tempo.config import PAGE, Setting, setting_named, settings
+from tempo.config import PAGE, SERVER, Limits, RunConfig, Setting, setting_named, settings
 from tempo.model import CheckpointSpec
 
 COMPARED = ("strategy", "budget", "k_min", "truncation")  # what the other side of a comparison may change
@@ -53,3 +53,12 @@ def split_others(values: Mapping[str, object]) -> tuple[dict[str, object], dict[
     mine = {name: value for name, value in values.items() if not name.startswith(OTHER)}
     others = {name[len(OTHER):]: value for name, value in values.items() if name.startswith(OTHER)}
     return mine, others
+
+
+def server_settings(limits: Limits) -> str:
+    """What this server keeps, each cap with its value (the table's SERVER settings that have a unit or a range),
+    as one line of Markdown for the page."""
+    caps = [f"{setting.label.lower()} {setting.value_in(RunConfig(limits=limits)):,}"
+            + (f" {setting.unit}" if setting.unit else "") for setting in settings(SERVER) if setting.kind is int]
+    variables = ", ".join(f"`{setting.variable}`" for setting in settings(SERVER) if setting.kind is int)
+    return f"This server keeps at most: {' · '.join(caps)}; the least recently used leave first (set by {variables})."

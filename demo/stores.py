@@ -2,7 +2,7 @@
 every file the page hands out (reports, frames) in one folder, and deletes by age only (`delete_cache`), so an
 hour of busy visitors could fill the disk. `UploadStore.trim` deletes the oldest files (by last use: Gradio
 touches a file it hands out again) until the folder is within `Limits.uploads_mb`; `TrimAfterRequests` runs it
-after requests end, at most once a second."""
+after each upload and, at most once a second, after other requests."""
 
 from __future__ import annotations
 
@@ -91,8 +91,9 @@ class UploadStore:
 
 
 class TrimAfterRequests:
-    """ASGI middleware: when an HTTP request has ended, the store is trimmed in a worker thread: after every upload,
-    and after any other request (an event's results handed out, a tool's download) at most every TRIM_EVERY_S."""
+    """ASGI middleware that trims the store in a worker thread: after every upload, before its answer's last byte
+    goes out (so a client that has its path back finds the folder within its cap), and after any other request
+    (an event's results handed out, a tool's download) at most every TRIM_EVERY_S."""
 
     def __init__(self, app, store: UploadStore):
         self.app = app
@@ -100,8 +101,19 @@ class TrimAfterRequests:
         self.last = 0.0
 
     async def __call__(self, scope, receive, send) -> None:
-        await self.app(scope, receive, send)
-        now = time.monotonic()
-        if scope["type"] == "http" and (scope["path"].endswith("/upload") or now - self.last >= TRIM_EVERY_S):
-            self.last = now
-            await anyio.to_thread.run_sync(self.store.trim)
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        upload = scope["path"].endswith("/upload")
+
+        async def trimmed_first(message) -> None:
+            if upload and message["type"] == "http.response.body" and not message.get("more_body", False):
+                await self.trim()
+            await send(message)
+
+        await self.app(scope, receive, trimmed_first)
+        if not upload and time.monotonic() - self.last >= TRIM_EVERY_S:
+            await self.trim()
+
+    async def trim(self) -> None:
+        self.last = time.monotonic()
+        await anyio.to_thread.run_sync(self.store.trim)
