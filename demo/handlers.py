@@ -15,10 +15,11 @@ from typing import Iterator
 import gradio as gr
 import plotly.graph_objects as go
 
-from tempo.analysis import closer_window, most_relevant, usable
-from tempo.engine import check_file
+from tempo.analysis import most_relevant, usable
+from tempo.engine import check_file, closer_window
 from tempo.errors import InputError, TempoError
-from tempo.events import AllocationDone, AnswerToken, Finished, SegmentCompressed, SegmentRead, VideoProbed
+from tempo.events import (AllocationDone, AnswerToken, Finished, SegmentCompressed, SegmentRead, VideoProbed,
+                          Zoomed)
 from tempo.render.export import export
 from tempo.render.progress import RunProgress
 from tempo.render.text import answer_text
@@ -91,7 +92,7 @@ def analyze(server: Server, video: object, question: str, *, conversation: objec
                 if done in (1, event.num_segments) or now - shown > SEGMENT_REFRESH_S:
                     shown = now
                     yield timeline(progress, request.evidence)
-            elif isinstance(event, AllocationDone) and not progress.from_cache:
+            elif isinstance(event, Zoomed) or isinstance(event, AllocationDone) and not progress.from_cache:
                 yield timeline(progress, request.evidence)
             elif isinstance(event, AnswerToken) and now - shown > ANSWER_REFRESH_S:
                 shown = now

@@ -29,7 +29,7 @@ KEY_FRAME_EDGE = 240
 PICKER_JS = (f"const SEGMENT = {point_field('segment')}, START = {point_field('start')};"  # as PointData has them
              """
 let clicks = 0;
-const pick = (index) => { if (Number.isInteger(index)) props.value = {segment: index, click: ++clicks}; };
+const pick = (index) => { if (Number.isInteger(index) && index >= 0) props.value = {segment: index, click: ++clicks}; };
 const seek = (seconds) => {
   const video = document.querySelector('#tempo-preview video');
   if (video && Number.isFinite(seconds)) { video.currentTime = seconds; }
@@ -119,6 +119,8 @@ def status_html(progress: RunProgress, error: str | None = None) -> str:
     else:
         text = f"Done in {progress.finished.timings.get('total', 0.0):.1f} s" + (
             " · asked before, so the compression came from the cache" if progress.from_cache else "")
+    if progress.zoom and progress.stage != Stage.DONE:
+        text = f"Looking closer at {span(*progress.zoom.window)}, as {progress.zoom.reason} · {text}"
     width = 100 * done / total if total else 0
     return f"<div class='tempo-status'>{text}<div class='bar'><div style='width:{width:.1f}%'></div></div></div>"
 
@@ -242,7 +244,7 @@ def turn_html(index: int, turn, selected: bool) -> str:
     meta = (f"{html.escape(turn.label)} · {result.tokens_used:,} tokens · {result.timings.get('total', 0.0):.1f} s"
             + (" · compression from the cache" if turn.cached else "") + memory_text(result, turn.remembers)
             + (f" · over {span(*result.video.window)} of {clock(result.video.duration)}" if result.video.window
-               else ""))
+               else "") + (f" · zoomed in, as {result.zoom.reason}" if result.zoom else ""))
     return (f"<div class='tempo-turn{' selected' if selected else ''}' data-turn='{index}'>"
             f"<div class='tempo-reply'>{seekable(answer_text(result.answer), result.video.duration)}</div>{verdict}"
             f"{turn.looked}<div class='tempo-meta'>{meta}</div></div>")

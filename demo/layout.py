@@ -179,12 +179,13 @@ def wire(server: Server, inputs: Inputs, outputs: Outputs, pickers: Pickers, tab
     """The page's events. Handlers get the raw request values (preprocess=False) and check them themselves: which
     file may be opened, and settings named in the messages."""
     video = [inputs.upload, inputs.question]
-    # /analyze's parameters: the settings, no_compression, then the time range (added later, so it goes last and
-    # calls that name the earlier ones by position keep working).
-    ranged = {name for name in inputs.settings if setting_named(name).clock}
-    run_settings = ({name: c for name, c in inputs.settings.items() if name not in ranged}
+    # /analyze's parameters: the settings up to the time range, no_compression, then the time range and what came
+    # after it (each added later, so that calls naming the earlier ones by position keep working).
+    names = list(inputs.settings)
+    first_ranged = next((i for i, name in enumerate(names) if setting_named(name).clock), len(names))
+    run_settings = ({name: inputs.settings[name] for name in names[:first_ranged]}
                     | {"no_compression": inputs.no_compression}
-                    | {name: c for name, c in inputs.settings.items() if name in ranged})
+                    | {name: inputs.settings[name] for name in names[first_ranged:]})
     private = dict(api_visibility="private", preprocess=False)
     fresh = {"preview": inputs.preview, "chat": outputs["chat"], "conversation": outputs["conversation"]}
     inputs.upload.change(connect(handlers.show_preview, server, fresh), inputs.upload, list(fresh.values()),
@@ -251,7 +252,9 @@ def tool_endpoints(server: Server) -> None:
     text = dict(video=gr.Textbox(visible=False), question=gr.Textbox(visible=False))
     ranged = dict(start=gr.Textbox(visible=False), end=gr.Textbox(visible=False))
     budget = dict(budget=gr.Number(None, visible=False, precision=0))
-    for tool, name, settings in [(tools.answer, "answer_tool", budget | ranged), (tools.locate, "locate", ranged)]:
+    zoom = dict(zoom=gr.Textbox(visible=False))
+    for tool, name, settings in [(tools.answer, "answer_tool", budget | ranged | zoom),
+                                 (tools.locate, "locate", ranged)]:
         gr.Button(visible=False).click(connect(tool, server), list(text.values()), gr.Textbox(visible=False),
                                        inputs_kwargs=settings, api_name=name, concurrency_id="model",
                                        preprocess=False)

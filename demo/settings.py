@@ -31,10 +31,20 @@ def control(setting: Setting, spec: CheckpointSpec, **overrides) -> gr.component
 
 def controls(spec: CheckpointSpec) -> dict[str, gr.components.Component]:
     """One control per setting the page offers, by name, in the table's order (the API's parameter order); the
-    time range (the table's last page settings) side by side."""
-    made = {setting.name: control(setting, spec) for setting in settings(PAGE) if not setting.clock}
-    with gr.Row():
-        made |= {setting.name: control(setting, spec) for setting in settings(PAGE) if setting.clock}
+    time range's two ends side by side."""
+    made: dict[str, gr.components.Component] = {}
+    offered = settings(PAGE)
+    for number, setting in enumerate(offered):
+        if setting.clock and number and offered[number - 1].clock:
+            continue  # placed in the row its range began
+        if setting.clock:
+            with gr.Row():
+                for ranged in offered[number:]:
+                    if not ranged.clock:
+                        break
+                    made[ranged.name] = control(ranged, spec)
+        else:
+            made[setting.name] = control(setting, spec)
     return made
 
 

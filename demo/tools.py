@@ -50,17 +50,18 @@ def ranged(start: object, end: object, **more: object) -> dict[str, object]:
 
 
 @refused
-@for_agents("budget", "start", "end")
+@for_agents("budget", "start", "end", "zoom")
 def answer(server: Server, video: str, question: str, budget: int | None = None, start: str | None = None,
-           end: str | None = None, progress: gr.Progress = gr.Progress()) -> str:
+           end: str | None = None, zoom: str | None = None, progress: gr.Progress = gr.Progress()) -> str:
     """Answer a question about a long video (minutes to hours) with Tempo: a small vision-language model reads the
     whole video in 8-frame segments, keeps more memory tokens where the question's moment is, and a language model
     answers from them. Slower than `locate` (it also runs the decoder); ask one question per call.
     Returns JSON text: {"answer", "looked_at" (the segments the compressor found most relevant, most relevant
     first, each with index, start and end in seconds, "at" as m:ss and relevance from 0 to 1), "tokens_used",
-    "budget", "num_segments", "duration" (seconds), "window" ([start, end] of what was read, in seconds), "model"}.
+    "budget", "num_segments", "duration" (seconds), "window" ([start, end] of what was read, in seconds), "zoom"
+    (null, or where it looked closer and why: {"window", "moment", "reason"}), "model"}.
     """
-    request = server.request(server.handed_video(video), question, ranged(start, end, budget=budget))
+    request = server.request(server.handed_video(video), question, ranged(start, end, budget=budget, zoom=zoom))
     report, result = reporter(progress), None
     for event in server.run(request):  # to the end, so that the run closes what it opened
         report(event)
@@ -71,7 +72,10 @@ def answer(server: Server, video: str, question: str, budget: int | None = None,
     return json.dumps({"answer": result.answer, "looked_at": looked_at(result.segments),
                        "tokens_used": result.tokens_used, "budget": result.budget,
                        "num_segments": len(result.segments), "duration": result.video.duration,
-                       "window": [plan_start, plan_end], "model": server.model.spec.name}, ensure_ascii=False)
+                       "window": [plan_start, plan_end], "model": server.model.spec.name,
+                       "zoom": {key: value for key, value in result.zoom.to_dict().items()
+                                if key in ("window", "moment", "reason")} if result.zoom else None},
+                      ensure_ascii=False)
 
 
 @refused

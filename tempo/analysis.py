@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from .allocation import Strategy, scaled_relevance
-from .config import Limits, RunConfig, SamplingConfig
+from .config import Limits, RunConfig
 from .engine import (Compressed, Compression, VideoCache, allocate_tokens, checked, default_cache,
                      out_of_memory_as_error, respond, serve)
 from .errors import InputError, TempoError
@@ -67,16 +67,6 @@ def sweep_configs(config: RunConfig, num_segments: int, k_max: int,
         strategy = Strategy.OFF.value if budget >= num_segments * k_max else config.allocation.strategy
         rows.append(replace(config, allocation=replace(config.allocation, budget=budget, strategy=strategy)))
     return rows
-
-
-def closer_window(moment: float, duration: float, sampling: SamplingConfig) -> tuple[float, float] | None:
-    """The stretch of video around `moment` that samples at the full rate within the frame cap (max_frames / fps
-    seconds), kept inside the video; None when the whole video samples at that rate already."""
-    width = sampling.max_frames / sampling.fps
-    if width >= duration:
-        return None
-    start = min(max(0.0, moment - width / 2), duration - width)
-    return round(start, 1), round(start + width, 1)
 
 
 def usable(answer: str) -> bool:

@@ -15,7 +15,7 @@ from . import batch as batch_module
 from . import model as tempo_model
 from .config import CLI, Limits, RunConfig, settings
 from .errors import InputError, TempoError
-from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed, VideoProbed
+from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed, VideoProbed, Zoomed
 from .model import CheckpointSpec
 from .engine import check_question, run
 from .render import figures as figures_module
@@ -23,7 +23,7 @@ from .render.progress import RunProgress
 from .render.terminal import ProgressLine
 from .render.report import Asked, write_report
 from .render.text import timings_text
-from .times import clock
+from .times import clock, span
 
 BAR = " ▁▂▃▄▅▆▇█"
 
@@ -140,6 +140,9 @@ def infer(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             progress = ProgressLine(err, event.num_segments, every=0.1)
         elif isinstance(event, SegmentCompressed):
             segment_done(progress, event)
+        elif isinstance(event, Zoomed):
+            err.write(f"looking closer at {span(*event.window)} of {clock(event.video.duration, 1)}: "
+                      f"{event.reason}\n")
         elif isinstance(event, AllocationDone):
             err.write(f"tokens per segment {sparkline(event.tokens)}  {event.tokens_used}/{event.budget} used "
                       f"({event.strategy}, k_min {event.k_min}, k_max {event.k_max})\n")

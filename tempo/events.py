@@ -109,6 +109,23 @@ class SegmentSummary:
 
 
 @dataclass(frozen=True)
+class Zoomed:
+    """The whole video was compressed and the answer looks closer (zoom): the question is asked again over `window`
+    (seconds in the video), which samples at the full rate around `moment`, the middle of the most relevant stretch.
+    `video` and `segments` are the first pass's (tokens: what ATA would have kept of the whole video)."""
+
+    window: tuple[float, float]
+    moment: float
+    reason: str  # why this answer zoomed, in words for the page ("the question asks when")
+    video: VideoProbed
+    segments: tuple[SegmentSummary, ...]
+
+    def to_dict(self) -> dict:
+        return {"window": list(self.window), "moment": self.moment, "reason": self.reason,
+                "duration": self.video.duration, "segments": [asdict(s) for s in self.segments]}
+
+
+@dataclass(frozen=True)
 class Finished:
     """The answer and everything needed to report on the run."""
 
@@ -124,6 +141,7 @@ class Finished:
     alongside: tuple[str, ...] = ()  # stages that ran beside the others (decoding workers), outside the total's sum
     history_used: int = 0  # earlier turns of the conversation the decoder read
     history_dropped: int = 0  # earlier turns left out: over the token allowance, or a model that takes none
+    zoom: Zoomed | None = None  # the whole-video pass, when the answer looked closer first (`video` is the window's)
 
     def to_dict(self) -> dict:
         """JSON-ready summary (the CLI's --json, the app's API and each line of a batch's output)."""
@@ -142,7 +160,9 @@ class Finished:
             "settings": self.settings,
             "history_used": self.history_used,
             "history_dropped": self.history_dropped,
+            "zoom": self.zoom.to_dict() if self.zoom else None,
         }
 
 
-Event = VideoProbed | SegmentRead | SegmentCompressed | Compressed | AllocationDone | AnswerToken | Finished
+Event = (VideoProbed | SegmentRead | SegmentCompressed | Compressed | Zoomed | AllocationDone | AnswerToken
+         | Finished)

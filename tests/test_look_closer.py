@@ -10,7 +10,7 @@ import tempo
 from demo import handlers
 from demo.chat import Conversation
 from demo.server import Server
-from tempo.analysis import closer_window
+from tempo.engine import closer_window
 
 TEN_MINUTES = "examples/synthetic-900002-10min.mp4"
 QUESTION = "When does the yellow star appear?"

@@ -71,7 +71,7 @@ def test_the_app_lists_exactly_the_two_tools_described_for_an_agent(app):
         assert "m:ss" in schema["properties"]["start"]["description"]
         assert "Returns JSON" in tool.description
     answer, locate = sorted(tools, key=lambda tool: tool.name)
-    assert list(answer.inputSchema["properties"]) == ["video", "question", "budget", "start", "end"]
+    assert list(answer.inputSchema["properties"]) == ["video", "question", "budget", "start", "end", "zoom"]
     assert list(locate.inputSchema["properties"]) == ["video", "question", "start", "end"]
     assert "the checkpoint's" in answer.inputSchema["properties"]["budget"]["description"]
 

@@ -19,7 +19,8 @@ sys.path.insert(0, str(ROOT))
 
 import tempo  # noqa: E402
 from demo.server import load_examples  # noqa: E402
-from tempo.analysis import closer_window, most_relevant  # noqa: E402
+from tempo.analysis import most_relevant  # noqa: E402
+from tempo.engine import closer_window  # noqa: E402
 
 
 def main() -> int:

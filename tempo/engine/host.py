@@ -24,9 +24,10 @@ from ..video import SamplingPlan, probe
 from ..video.patches import PatchGeometry
 from ..video.sandbox import SandboxedDecoder
 from ..video.segments import Decoder, LocalDecoder, PreparedSegment
-from .accelerator import effective_budget, execute, frame_time, out_of_memory_as_error
+from .accelerator import allocate_tokens, effective_budget, execute, frame_time, out_of_memory_as_error
 from .cache import VideoCache, VideoEntry, VideoKey, default_cache
 from .job import Answers, Dialogue, Job
+from .zoom import coarse_to_fine, reason_to_zoom
 
 Accelerate = Callable[[Job], Iterable[Event]]
 
@@ -124,7 +125,23 @@ def serve(model: TempoModel, video: str | os.PathLike, question: str, config: Ru
     as `accelerate` (default: `execute` here) yields them. `answers`: the allocations to answer under, or a function
     of the probe giving them. One `Compressed` always comes before the answers, and what it holds is kept in
     `cache`. `remote`: the accelerator is another process; the video is then read here first (a `SegmentRead`
-    each), its pixels kept in the cache and sent with the job. `history`: the conversation's earlier turns."""
+    each), its pixels kept in the cache and sent with the job. `history`: the conversation's earlier turns.
+    An ask (one answer, under `config`) whose `config.zoom` says so looks closer first (`zoom`): two passes."""
+    one_pass = partial(serve_once, model, video, question, cache=cache, accelerate=accelerate, remote=remote,
+                       history=history)
+    asking = not callable(answers) and len(answers) == 1 and answers[0] == config
+    reason = reason_to_zoom(question, config.zoom) if asking else None
+    if reason is None:
+        yield from one_pass(config, answers)
+        return
+    yield from coarse_to_fine(one_pass, question, config,
+                              lambda relevance: allocate_tokens(model, relevance, config), reason)
+
+
+def serve_once(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig, answers: Answers,
+               cache: VideoCache, accelerate: Accelerate | None = None, remote: bool = False,
+               history: Sequence[Exchange] = ()) -> Iterator[Event]:
+    """One pass of `serve` over what `config` samples."""
     accelerate = accelerate or partial(execute, model)
     timer = StageTimer()
     query, dialogue = conversation_turn(model, question, history)
@@ -159,14 +176,13 @@ def conversation_turn(model: TempoModel, question: str, history: Sequence[Exchan
 
 def replayed(source: Source, compression: Compression, job: Job, accelerate: Accelerate) -> Iterator[Event]:
     """Asked before: the compression replays from the cache (`Compressed` says so first, then each segment as
-    it was), and the accelerator only answers."""
-    yield Compressed(compression, from_cache=True)
-    if not job.answers:
-        return
+    it was), and the accelerator only answers, if there is anything to answer."""
+    yield Compressed(compression, from_cache=True)  # a caller after the compression alone stops here
     for segment, score in zip(source.cached.segments, compression.relevance):
         yield SegmentCompressed(segment.index, source.probed.num_segments, *source.plan.span(segment.index), score,
                                 segment.thumbnail, frame_time(source.plan, segment))
-    yield from accelerate(job)
+    if job.answers:
+        yield from accelerate(job)
 
 
 def from_cached_segments(source: Source, job: Job, accelerate: Accelerate, cache: VideoCache) -> Iterator[Event]:

@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from ..events import (AllocationDone, AnswerToken, Compressed, Event, Finished, SegmentCompressed, SegmentRead,
-                      SegmentSummary, VideoProbed)
+                      SegmentSummary, VideoProbed, Zoomed)
 from ..times import clock, span
 
 KEY_FRAMES = 6  # thumbnails of the segments that kept the most tokens, on the page and in reports
@@ -42,9 +42,13 @@ class RunProgress:
     read: int = 0  # segments read ahead of a remote accelerator
     from_cache: bool = False  # the compression was replayed from the cache (the question was asked before)
     estimate: float | None = None  # seconds the whole run should take, said before it starts (None: not known yet)
+    zoom: Zoomed | None = None  # the whole video's pass, once the run looks closer: what follows is the window's
 
     def update(self, event: Event) -> None:
-        if isinstance(event, VideoProbed):
+        if isinstance(event, Zoomed):  # the window's pass starts afresh; the first pass stays in `zoom`
+            self.zoom, self.probed, self.segments, self.allocation = event, None, [], None
+            self.first_segment_at, self.read, self.from_cache = None, 0, False
+        elif isinstance(event, VideoProbed):
             self.probed = event
         elif isinstance(event, SegmentRead):
             self.read = event.index + 1
@@ -112,6 +116,7 @@ class RunProgress:
             "budget": self.allocation.budget if self.allocation else None,
             "tokens_used": self.allocation.tokens_used if self.allocation else None,
             "timings": {"elapsed": round(time.perf_counter() - self.started, 4)},
+            "zoom": self.zoom.to_dict() if self.zoom else None,
         }
 
 

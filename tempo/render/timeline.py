@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..allocation import scaled_relevance
-from ..events import Finished, VideoProbed
+from ..events import Finished, VideoProbed, Zoomed
 from ..times import clock, span, time_mentions
 from .progress import RunProgress
 from .style import GREEN, GUIDE, INDIGO, ORANGE, RED, RELEVANCE_SCALE, TOKEN_SCALE, page_layout
@@ -88,7 +88,7 @@ class PointData(NamedTuple):
     span: str
     relevance: str
     tokens: str
-    segment: int
+    segment: int  # -1: a point of a zoomed answer's whole-video pass, which seeks but picks no segment
     start: float
 
 
@@ -105,15 +105,16 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
                     duration: float | None = None, num_segments: int | None = None, budget: int | None = None,
                     k_min: int | None = None, k_max: int | None = None, note: str | None = None,
                     evidence: Sequence[tuple[float, float]] = (), answer_times: Sequence[float] = (),
-                    start: float = 0.0, within: float | None = None) -> go.Figure:
+                    start: float = 0.0, within: float | None = None, zoom: Zoomed | None = None) -> go.Figure:
     """Relevance curve over bars of tokens kept (once allocated), a heatmap strip below, x in video time.
 
     Pass the segments compressed so far and `num_segments` / `duration` while streaming: the rest of the
     timeline is greyed out as pending. `note` replaces the empty-state message. `evidence` shades where the
     answer is known to be (the examples' ground truth); `answer_times` marks the times the answer names. The
     relevance axis is [0, 1] from the first segment on; the time axis runs from `start` to `duration`; `within` (the
-    whole video's length, for a window of it) draws where the window sits in the video above the plot. Every point
-    carries its `PointData`, which the page reads when a segment is clicked.
+    whole video's length, for a window of it) draws where the window sits in the video above the plot; `zoom` (the
+    first pass of an answer that looked closer) draws the whole video's relevance above it instead, the window
+    marked. Every point carries its `PointData`, which the page reads when a segment is clicked.
     """
     done = len(segments)
     duration = duration or (segments[-1].end if segments else 60.0)
@@ -124,8 +125,13 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
     points = [list(PointData(span(s.start, s.end), relevance_text(r, scaled), t, s.index, s.start))
               for s, r, scaled, t in zip(segments, raw, relevance, token_text)]
 
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.84, 0.16], vertical_spacing=0.05,
-                        specs=[[{"secondary_y": True}], [{}]])
+    if zoom:  # a third row for the whole video, on its own time axis (placed on top by `_whole_video`)
+        fig = make_subplots(rows=3, cols=1, specs=[[{"secondary_y": True}], [{}], [{}]])
+        fig.update_xaxes(matches="x", row=2, col=1)
+        fig.update_xaxes(showticklabels=False, row=1, col=1)
+    else:
+        fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.84, 0.16], vertical_spacing=0.05,
+                            specs=[[{"secondary_y": True}], [{}]])
     if tokens:
         _token_bars(fig, segments, tokens, points, budget, k_min, k_max)
     if has_relevance:
@@ -150,9 +156,41 @@ def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = 
                            text=note or "relevance per segment will appear here", showarrow=False,
                            font=dict(size=13, color=GUIDE))
     _timeline_axes(fig, duration, start, tokens, k_max)
-    if within:
+    if zoom:
+        _whole_video(fig, zoom)
+    elif within:
         _window_in_video(fig, start, duration, within)
-    return page_layout(fig, 430, "timeline", showlegend=bool(segments), barmode="overlay", bargap=0)
+    return page_layout(fig, ZOOMED_HEIGHT if zoom else 430, "timeline", showlegend=bool(segments),
+                       barmode="overlay", bargap=0)
+
+
+ZOOMED_HEIGHT = 560
+# Where each row sits when an answer zoomed (paper fractions, bottom up): the heat strip, the window's timeline,
+# then the whole video above them. Drawn as rows 2, 1 and 3, so the single-pass figure's axes keep their names.
+ZOOMED_DOMAINS = {"strip": (0.0, 0.09), "window": (0.14, 0.68), "whole": (0.80, 0.97)}
+
+
+def _whole_video(fig: go.Figure, zoom: Zoomed) -> None:
+    """The first pass above the window's timeline: the whole video's relevance (scaled as ATA reads it), the window
+    looked at closer shaded and named; its points seek the preview but pick no segment of the window's pass."""
+    whole = zoom.segments
+    scaled = scaled_relevance([s.relevance for s in whole])
+    points = [list(PointData(span(s.start, s.end), relevance_text(s.relevance, r), f"{s.tokens} (whole video)", -1,
+                             s.start)) for s, r in zip(whole, scaled)]
+    fig.add_trace(go.Scatter(x=[(s.start + s.end) / 2 for s in whole], y=scaled, mode="lines", name="whole video",
+                             line=dict(color=ORANGE, width=1.5), fill="tozeroy", fillcolor="rgba(249, 115, 22, 0.12)",
+                             customdata=points, hovertemplate=POINT_HOVER, showlegend=False), row=3, col=1)
+    fig.add_vrect(x0=zoom.window[0], x1=zoom.window[1], fillcolor=INDIGO, opacity=0.16, line_width=0, row=3, col=1)
+    low, high = ZOOMED_DOMAINS["whole"]
+    fig.add_annotation(xref="paper", yref="paper", x=0, y=high + 0.005, xanchor="left", yanchor="bottom",
+                       showarrow=False, font=dict(size=11, color=INDIGO),
+                       text=f"the whole video's relevance · looked closer at {span(*zoom.window)}, as {zoom.reason}")
+    whole_end = zoom.video.window[1] if zoom.video.window else zoom.video.duration
+    whole_start = zoom.video.window[0] if zoom.video.window else 0.0
+    _time_axis(fig, whole_end, whole_start, row=3, col=1)
+    fig.update_yaxes(range=[0, 1.05], visible=False, fixedrange=True, domain=[low, high], row=3, col=1)
+    fig.update_yaxes(domain=list(ZOOMED_DOMAINS["window"]), row=1, col=1)
+    fig.update_yaxes(domain=list(ZOOMED_DOMAINS["strip"]), row=2, col=1)
 
 
 def relevance_text(raw: float | None, scaled: float | None) -> str:
@@ -278,9 +316,9 @@ def sweep_figure(segments: Sequence[Segment], sweep: Sequence[Finished], *, dura
 def progress_figure(progress: RunProgress, evidence: Sequence[tuple[float, float]] = ()) -> go.Figure:
     """`timeline_figure` for a run in flight (or finished), straight from its folded events."""
     allocation, probed = progress.allocation, progress.probed
-    start, end = axis_of(probed) or (0.0, None)
+    start, end = axis_of(probed) or (progress.zoom.window if progress.zoom else (0.0, None))
     return timeline_figure(
-        progress.segments, allocation.tokens if allocation else None, start=start,
+        progress.segments, allocation.tokens if allocation else None, start=start, zoom=progress.zoom,
         duration=end, num_segments=progress.num_segments or None, within=window_of(probed),
         budget=allocation.budget if allocation else None, k_min=allocation.k_min if allocation else None,
         k_max=allocation.k_max if allocation else None,
@@ -297,7 +335,7 @@ def result_figure(result: Finished, evidence: Sequence[tuple[float, float]] = ()
     """`timeline_figure` of a finished run."""
     start, end = axis_of(result.video)
     return timeline_figure(result.segments, [s.tokens for s in result.segments], start=start, duration=end,
-                           within=window_of(result.video),
+                           within=window_of(result.video), zoom=result.zoom,
                            budget=result.budget, k_min=int(result.settings.get("k_min", 0)) or None,
                            k_max=result.k_max, evidence=evidence,
                            answer_times=named_times(result.answer, result.video.duration))
