@@ -342,3 +342,32 @@ def test_looking_closer_at_the_first_turns_moment_is_a_third_turn_over_the_windo
     report = Path(download.value.path()).read_text(encoding="utf-8")
     assert report.count("class='question'") == 3
     page.close()
+
+
+def test_zoom_answers_a_when_question_in_one_turn_that_shows_both_passes(app_url, browser):
+    """Zoom on, "when" on the 45-minute example: one turn whose timeline shows the whole video's relevance with the
+    window shaded above the window's run, and whose answer's times seek inside that window."""
+    entry = next(e for e in json.loads((ROOT / "examples" / "examples.json").read_text(encoding="utf-8"))
+                 if e["video"].endswith("45min.mp4") and e["family"] == "grounding")
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(app_url)
+    page.get_by_text(entry["label"]).first.click()
+    page.wait_for_function("() => document.querySelector('#tempo-preview video')?.src", timeout=30_000)
+    if not page.get_by_text("auto ('when'").is_visible():
+        page.get_by_text("Advanced settings").click()
+    page.get_by_text("auto ('when'").click()
+    page.locator("#tempo-ask").click()
+    page.locator("#tempo-chat [data-turn='0']").wait_for(timeout=240_000)
+    page.get_by_text("Done in").wait_for(timeout=30_000)
+    layout = page.evaluate("() => document.querySelector('#tempo-timeline .js-plotly-plot').layout")
+    start, end = layout["xaxis"]["range"]  # the window's run
+    assert end - start == pytest.approx(512, abs=0.2)
+    assert layout["xaxis3"]["range"] == pytest.approx([0, 2700], abs=1)  # the whole video's pass above it
+    shaded = [s for s in layout["shapes"] if s.get("xref") == "x3" and s.get("type") == "rect"]
+    assert any(s["x0"] == pytest.approx(start, abs=0.2) and s["x1"] == pytest.approx(end, abs=0.2) for s in shaded)
+    assert page.locator("#tempo-chat .tempo-turn").count() == 1
+    assert "zoomed in, as the question asks when" in page.locator("#tempo-chat [data-turn='0'] .tempo-meta").inner_text()
+    seconds = [float(s) for s in page.locator("#tempo-chat [data-turn='0'] .tempo-reply [data-seconds]").evaluate_all(
+        "nodes => nodes.map(n => n.dataset.seconds)")]
+    assert seconds and all(start <= s <= end for s in seconds)
+    page.close()
