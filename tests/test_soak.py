@@ -1,0 +1,37 @@
+"""The soak's short form (benchmarks/soak.py --short): app.py on loopback, 100 requests from 8 clients over 10
+synthetic videos it has never seen, every endpoint and both MCP tools, repeats and a few hostile files. It passes
+as the app is, and fails behind a planted per-video cache whose key ignores the video (answers mixed between
+videos)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import soak  # noqa: E402
+
+
+def test_the_short_soak_answers_every_request_about_its_own_video(tmp_path):
+    report_file = tmp_path / "soak.json"
+    assert soak.main(["--short", "--json", str(report_file)]) == 0
+    report = json.loads(report_file.read_text())
+    assert report["requests"] == 100 and report["other_errors"] == 0
+    assert report["answered"] + report["refused_bad_input"] + report["refused_queue_full"] == 100
+    assert report["pairs_repeated"] > 0 and report["pairs_whose_repeats_differ"] == 0
+    assert report["answers_about_another_video"] == 0
+    assert sum(report["by_endpoint"]["hostile"].values()) > 0
+    assert all(sum(report["by_endpoint"][kind].values()) > 0 for kind in soak.MIX)
+    for key in ("rss_start_mb", "rss_peak_mb", "rss_last_half_mb_per_min", "fds_end", "uploads_mb_end", "tmp_mb_end"):
+        assert key in report
+
+
+def test_the_soak_fails_when_the_cache_mixes_two_videos(tmp_path):
+    report_file = tmp_path / "soak.json"
+    assert soak.main(["--short", "--requests", "30", "--videos", "4", "--plant-cache-bug",
+                      "--json", str(report_file)]) == 1
+    report = json.loads(report_file.read_text())
+    assert report["planted_cache_bug"] and report["answers_about_another_video"] > 0
