@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from starlette.types import ASGIApp, Receive, Scope, Send
+
 log = logging.getLogger(__name__)
 
 LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -93,11 +95,11 @@ class HostCheck:
     """ASGI middleware: every HTTP request and WebSocket (the page, the API, uploads, files, MCP) goes through
     `rule` first; a refused one gets 403 and one sentence."""
 
-    def __init__(self, app, rule: HostRule):
+    def __init__(self, app: ASGIApp, rule: HostRule):
         self.app = app
         self.rule = rule
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             return await self.app(scope, receive, send)
         sentence = self.rule.refusal(decoded(scope["headers"]))

@@ -61,7 +61,8 @@ def theme() -> gr.themes.Theme:
 
 def serve(model: TempoModel, limits: Limits | None = None, **kwargs) -> gr.Blocks:
     """Build the page around `model` and serve it with the offline theme and the upload limit (`limits` default:
-    from the environment; videos are always decoded in killable child processes); kwargs go to `Blocks.launch`.
+    from the environment; videos are always decoded in killable child processes), behind the host check and the
+    upload folder's cap (`middleware`), keeping at most `limits.sessions` sessions; kwargs go to `Blocks.launch`.
     Returns the running page."""
     tune_malloc()  # before Gradio starts its worker threads
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -86,7 +87,9 @@ def middleware(demo: gr.Blocks, limits: Limits, launch: dict) -> list[Middleware
     def kept() -> set[str]:  # the examples' copies, which Gradio's own clean-up keeps too
         return set().union(*(getattr(block, "keep_in_cache", set()) for block in demo.blocks.values()))
 
-    store = UploadStore(Path(get_upload_folder()).resolve(), limits.uploads_mb * 2**20, kept, demo.temp_file_sets)
+    # Gradio's own paths (its lists of files, the examples' copies) start with the folder as given, not resolved.
+    store = UploadStore(Path(os.path.abspath(get_upload_folder())), limits.uploads_mb * 2**20, kept,
+                        demo.temp_file_sets)
     layers = [Middleware(HostCheck, rule=rule)] if rule is not None else []
     return [*layers, Middleware(TrimAfterRequests, store=store), *launch.get("app_kwargs", {}).get("middleware", [])]
 

@@ -3,7 +3,9 @@
 Browsers play H.264 (8-bit 4:2:0) or AV1 in MP4, and VP8, VP9 or AV1 in WebM. MPEG-4 Part 2, HEVC, AVI, MKV and
 the like are transcoded with the ffmpeg that imageio-ffmpeg ships: a few hundred pixels wide, full motion for
 short clips and key frames only for long ones, so that the proxy stays quick whatever the length. Only the
-preview uses the proxy; the analysis always reads the original file.
+preview uses the proxy; the analysis always reads the original file. The proxy is written into a folder its caller
+deletes once Gradio has copied it into the upload folder, whose cap (`Limits.uploads_mb`) counts it with the
+uploads: nothing here keeps proxies.
 """
 
 from __future__ import annotations

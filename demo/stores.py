@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import anyio
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger(__name__)
 
@@ -95,17 +96,17 @@ class TrimAfterRequests:
     goes out (so a client that has its path back finds the folder within its cap), and after any other request
     (an event's results handed out, a tool's download) at most every TRIM_EVERY_S."""
 
-    def __init__(self, app, store: UploadStore):
+    def __init__(self, app: ASGIApp, store: UploadStore):
         self.app = app
         self.store = store
         self.last = 0.0
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         upload = scope["path"].endswith("/upload")
 
-        async def trimmed_first(message) -> None:
+        async def trimmed_first(message: Message) -> None:
             if upload and message["type"] == "http.response.body" and not message.get("more_body", False):
                 await self.trim()
             await send(message)
