@@ -22,7 +22,7 @@ import torch
 from ..allocation import adaptive_token_allocation
 from ..config import GenerationConfig
 from ..model import TempoModel
-from ..synthetic import Question, SyntheticVideo, is_correct
+from ..synthetic import TEMPORAL_FAMILIES, Question, SyntheticVideo, is_correct, named_seconds, temporal_questions
 from . import data
 from .loop import Progress, Schedule
 from .paper import K_MIN, answer_loss, compress_video, training_allocation
@@ -55,17 +55,20 @@ class Composed:
     question: str
     answer: str
     evidence: int = 0  # the part a "when" answer names the tag of
+    span: tuple[int, int] | None = None  # the first and last parts showing an interval question's event
 
 
 def build_pool(model: TempoModel, videos: list[SyntheticVideo], rng: np.random.Generator, first: int = 0,
                families: tuple[str, ...] = FAMILIES) -> list[PoolItem]:
     """Every question of these families about every video, compressed once (vision features are dropped per
-    video); video numbers start at `first`."""
+    video); video numbers start at `first`. Interval and order questions come from the video's own stream, so
+    asking for them changes no other item."""
     pool = []
+    temporal = bool(set(families) & set(TEMPORAL_FAMILIES))
     for number, video in enumerate(videos, first):
         encoded, = data.encode_videos(model.compressor, [video], 1024, model.geometry, rng)
         plan = encoded.plan
-        for question in encoded.questions:
+        for question in encoded.questions + (temporal_questions(video) if temporal else []):
             if question.family not in families:
                 continue
             with torch.inference_mode():
@@ -79,20 +82,22 @@ def build_pool(model: TempoModel, videos: list[SyntheticVideo], rng: np.random.G
 
 
 class Composer:
-    """Draws composed inputs of a given width from a pool; families uniformly, or in proportion to `weights`
-    (one per family of FAMILIES)."""
+    """Draws composed inputs of a given width from a pool; `families` uniformly, or in proportion to `weights`
+    (one per family)."""
 
-    def __init__(self, pool: list[PoolItem], weights: tuple[float, ...] | None = None):
+    def __init__(self, pool: list[PoolItem], weights: tuple[float, ...] | None = None,
+                 families: tuple[str, ...] = FAMILIES):
         self.pool = pool
         self.quiet = [(p, i) for p, item in enumerate(pool) for i, label in enumerate(item.labels) if not label]
-        self.by_family = {family: [p for p, item in enumerate(pool) if item.family == family] for family in FAMILIES}
+        self.families = families
+        self.by_family = {family: [p for p, item in enumerate(pool) if item.family == family] for family in families}
         self.weights = weights
 
     def draw_family(self, rng: np.random.Generator) -> str:
-        families = [f for f in FAMILIES if self.by_family[f]]
+        families = [f for f in self.families if self.by_family[f]]
         if self.weights is None:
             return families[int(rng.integers(len(families)))]
-        weights = np.array([w for f, w in zip(FAMILIES, self.weights) if self.by_family[f]])
+        weights = np.array([w for f, w in zip(self.families, self.weights) if self.by_family[f]])
         return families[int(rng.choice(len(families), p=weights / weights.sum()))]
 
     def sample(self, width: int, rng: np.random.Generator) -> Composed:
@@ -126,16 +131,36 @@ class Composer:
 def tagged(item: PoolItem, parts: list[tuple[PoolItem, int]], evidence: int, rng: np.random.Generator,
            answer: str | None = None) -> Composed:
     """`item`'s question on the input made of these (item, segment) parts, with fresh evenly spaced time tags; a
-    "when" answer names the tag of the part at `evidence`, any other is `answer` or the item's."""
+    "when" answer names the tag of the part at `evidence`, an interval answer the tags of the first and last
+    parts showing its event (`tag_answer`), any other is `answer` or the item's."""
     memories = torch.stack([source.memories[i] for source, i in parts])  # [W, k_max, d_s]
     relevance = [source.relevance[i] for source, i in parts]
     step = float(rng.uniform(2.0, 28.0))  # seconds per segment: 2 fps up to hour-long videos
     first = step * int(rng.integers(0, 64))
     tags = [round(first + j * step, 1) for j in range(len(parts))]
     answer = item.answer if answer is None else answer
-    if item.family == "grounding":
-        answer = f"At {tags[evidence]:.1f} seconds."
-    return Composed(item.family, memories, relevance, tags, step, item.question, answer, evidence)
+    span = None
+    if item.family == "interval":
+        shown = [j for j, (source, i) in enumerate(parts) if source is item and item.labels[i]] or [evidence]
+        span = (shown[0], shown[-1])
+    answer = tag_answer(item.family, answer, tags, step, evidence, span)
+    return Composed(item.family, memories, relevance, tags, step, item.question, answer, evidence, span)
+
+
+def tag_answer(family: str, answer: str, tags: list[float], step: float, evidence: int,
+               span: tuple[int, int] | None) -> str:
+    """The answer read off the time tags (segment centres, `step` apart): "when" names the evidence's tag; an
+    interval runs from the first showing part's tag to the last's, or over the one part's whole span (tag -+ half a
+    step) when only one shows it, which is what maximises the temporal IoU a decoder seeing only segments can reach
+    (experiments/tiny-v5, stage 8). Other families keep `answer`."""
+    if family == "grounding":
+        return f"At {tags[evidence]:.1f} seconds."
+    if family == "interval" and span is not None:
+        first, last = span
+        if last > first:
+            return f"From {tags[first]:.1f} to {tags[last]:.1f} seconds."
+        return f"From {tags[first] - step / 2:.1f} to {tags[first] + step / 2:.1f} seconds."
+    return answer
 
 
 class Mixture:
@@ -211,37 +236,56 @@ def teacher_forced_match(model: TempoModel, example: Composed, tokens: list[int]
     return top == answer_ids
 
 
-def when_within_tolerance(model: TempoModel, example: Composed, tokens: list[int]) -> bool:
-    """Whether the greedy answer to a "when" question names a time the grader accepts: within half a segment
-    (+1 s) of the evidence segment's tag."""
+def greedy_answer(model: TempoModel, example: Composed, tokens: list[int]) -> str:
+    """The decoder's greedy answer to a composed input (at most 16 tokens)."""
     tok = model.tokenizer
     end = tok.token_id("<|im_end|>")
     with torch.inference_mode():
         embeds, _ = model.decoder_inputs(example.memories.to(model.device, model.dtype), tokens, "head",
                                          example.question, example.tag_times)
         answer = [t for t in model.decoder.generate(embeds, GenerationConfig(max_new_tokens=16), {end}) if t != end]
+    return tok.decode(answer)
+
+
+def when_within_tolerance(model: TempoModel, example: Composed, tokens: list[int]) -> bool:
+    """Whether the greedy answer to a "when" question names a time the grader accepts: within half a segment
+    (+1 s) of the evidence segment's tag."""
     tag = float(example.answer.split()[1])
-    return is_correct(Question("grounding", example.question, example.answer, ((tag, tag),)), tok.decode(answer),
-                      example.segment_seconds)
+    return is_correct(Question("grounding", example.question, example.answer, ((tag, tag),)),
+                      greedy_answer(model, example, tokens), example.segment_seconds)
+
+
+def interval_within_iou(model: TempoModel, example: Composed, tokens: list[int]) -> bool:
+    """Whether the greedy answer to an interval question overlaps the tagged answer's interval as the grader
+    requires (temporal IoU >= 0.5)."""
+    start, end = named_seconds(example.answer)
+    return is_correct(Question("interval", example.question, example.answer, ((start, end),)),
+                      greedy_answer(model, example, tokens), example.segment_seconds)
 
 
 def copy_accuracy(model: TempoModel, composer, per_width: int = 40, seed: int = 0,
                   widths: tuple[int, ...] = EVAL_WIDTHS) -> dict:
     """Held-out teacher-forced exact match per width and family, allocated by ATA at a quarter of all tokens;
-    `when_within` grades the greedy "when" answers as the grader does. `composer`: anything with `sample`."""
+    `when_within` and `interval_within` grade the greedy "when" and interval answers as the grader does.
+    `composer`: anything with `sample`."""
     rng = np.random.default_rng(seed)
     k_max = model.spec.num_memory_tokens
     result: dict = {}
     for width in widths:
         hits: dict[str, list[bool]] = {}
         within: list[bool] = []
+        overlapping: list[bool] = []
         for _ in range(per_width):
             example = composer.sample(width, rng)
             tokens = evaluation_allocation(example.relevance, k_max)
             hits.setdefault(example.family, []).append(teacher_forced_match(model, example, tokens))
             if example.family == "grounding":
                 within.append(when_within_tolerance(model, example, tokens))
+            if example.family == "interval":
+                overlapping.append(interval_within_iou(model, example, tokens))
         result[str(width)] = {family: round(float(np.mean(h)), 3) for family, h in sorted(hits.items())}
         if within:
             result[str(width)]["when_within"] = round(float(np.mean(within)), 3)
+        if overlapping:
+            result[str(width)]["interval_within"] = round(float(np.mean(overlapping)), 3)
     return result

@@ -18,9 +18,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..model import TempoModel
-from ..synthetic import KINDS, SyntheticVideo
+from ..synthetic import KINDS, TEMPORAL_FAMILIES, SyntheticVideo
 from . import data
-from .compose import FAMILIES, Composed, Composer, PoolItem, build_pool, tagged
+from .compose import FAMILIES, Composed, Composer, PoolItem, build_pool, tag_answer, tagged
 
 NEIGHBOURS = 2  # segments either side of the evidence an own-video input always keeps: its look-alikes
 GLOBAL_MARGIN = 1.5  # a global input's answer shows this many times as often as the next kind, or it is redrawn
@@ -48,14 +48,16 @@ def kind_counts(video: SyntheticVideo, max_frames: int = 1024) -> np.ndarray:
     return counts
 
 
-def build_long_pool(model: TempoModel, videos: list[SyntheticVideo], rng: np.random.Generator,
-                    first: int = 0) -> tuple[list[PoolItem], list[GlobalItem]]:
+def build_long_pool(model: TempoModel, videos: list[SyntheticVideo], rng: np.random.Generator, first: int = 0,
+                    temporal: bool = False) -> tuple[list[PoolItem], list[GlobalItem]]:
     """Every question about every video compressed once (one vision pass per video): the needle, grounding and
-    counting items own-video inputs are made of, and the global items with their kind counts."""
+    counting items own-video inputs are made of (with `temporal`, interval and order items too), and the global
+    items with their kind counts."""
     items: list[PoolItem] = []
     global_items: list[GlobalItem] = []
+    families = (*FAMILIES, "global", *(TEMPORAL_FAMILIES if temporal else ()))
     for number, video in enumerate(videos, first):
-        for item in build_pool(model, [video], rng, number, families=(*FAMILIES, "global")):
+        for item in build_pool(model, [video], rng, number, families=families):
             if item.family == "global":
                 global_items.append(GlobalItem(item, kind_counts(video)))
             else:
@@ -65,12 +67,15 @@ def build_long_pool(model: TempoModel, videos: list[SyntheticVideo], rng: np.ran
 
 def kept_segments(item: PoolItem) -> set[int]:
     """What an own-video input always keeps: the evidence's segment and its neighbours; for counting, every
-    segment showing an occurrence and one quiet segment either side of each run, so occurrences stay apart."""
+    segment showing an occurrence and one quiet segment either side of each run, so occurrences stay apart; for
+    interval and order, every segment showing the event (both events) and its neighbours, so the answer holds."""
     n = len(item.labels)
     kept = set(range(max(0, item.best - NEIGHBOURS), min(n, item.best + NEIGHBOURS + 1)))
+    shown = [i for i, label in enumerate(item.labels) if label]
     if item.family == "counting":
-        shown = [i for i, label in enumerate(item.labels) if label]
         kept |= {j for i in shown for j in (i - 1, i, i + 1) if 0 <= j < n}
+    if item.family in TEMPORAL_FAMILIES:
+        kept |= {j for i in shown for j in range(i - NEIGHBOURS, i + NEIGHBOURS + 1) if 0 <= j < n}
     return kept
 
 
@@ -168,5 +173,5 @@ class VideoTags:
         if rng.random() >= self.share:
             return example
         tags, step = video_tags(len(example.tag_times), rng)
-        answer = f"At {tags[example.evidence]:.1f} seconds." if example.family == "grounding" else example.answer
+        answer = tag_answer(example.family, example.answer, tags, step, example.evidence, example.span)
         return replace(example, tag_times=tags, segment_seconds=step, answer=answer)

@@ -15,7 +15,7 @@ from torch import nn
 
 from ..model import TempoModel, build_model, save_pretrained
 from ..synthetic import generate_video
-from .compose import Composer, build_pool
+from .compose import FAMILIES, Composer, PoolItem, build_pool
 from .curriculum import set_relevance_direction
 from .grow import decoder_layers, grown
 from .recipe import TRAINING_SEEDS, Recipe
@@ -75,13 +75,21 @@ def finish(model: TempoModel, head: nn.Linear, tokenizer: Tokenizer, stage: int,
     save_pretrained(model, out_dir)
 
 
+def short_pools(model: TempoModel, recipe: Recipe, videos: int, rng: np.random.Generator, skip: int = 0,
+                families: tuple[str, ...] = FAMILIES) -> tuple[list[PoolItem], list[PoolItem]]:
+    """The questions of `families` about `videos` short training videos after the first `skip`, and about the
+    held-out ones the growth curve is read on, each compressed once."""
+    first = TRAINING_SEEDS + recipe.seed * 10_000
+    pool = build_pool(model, [generate_video(first + 200 + skip + i, min_duration=30, max_duration=150)
+                              for i in range(videos)], rng, families=families)
+    held_out = build_pool(model, [generate_video(first + 9_100 + i, min_duration=30, max_duration=150)
+                                  for i in range(recipe.pool_held_out)], rng, first=videos, families=families)
+    return pool, held_out
+
+
 def composed_pools(model: TempoModel, recipe: Recipe, videos: int, rng: np.random.Generator,
                    weights: tuple[float, ...] | None = None, skip: int = 0):
     """Composers over `videos` short training videos after the first `skip` (families drawn by `weights`) and over
     the held-out ones the growth curve is read on (families drawn uniformly)."""
-    first = TRAINING_SEEDS + recipe.seed * 10_000
-    pool = build_pool(model, [generate_video(first + 200 + skip + i, min_duration=30, max_duration=150)
-                              for i in range(videos)], rng)
-    held_out = build_pool(model, [generate_video(first + 9_100 + i, min_duration=30, max_duration=150)
-                                  for i in range(recipe.pool_held_out)], rng, first=videos)
+    pool, held_out = short_pools(model, recipe, videos, rng, skip)
     return Composer(pool, weights), Composer(held_out)

@@ -9,8 +9,10 @@ learned stays. Every stage draws fresh videos; its growth curve is read on unsee
   stage 6  the blend at W = 32, 64, 128
   stage 7  (v5) the blend again at W = 64 and 128, with short videos as own-video inputs too and half the inputs
            tagged as a whole video's would be (`VideoTags`: v4 wrote a digit too many on short videos)
-  stage 8  the decoder grown from 3 to 6 layers (`grow`: it starts out answering as before), then the blend at
-           W = 64 and 128 for the same CPU time as stage 7 (half the steps)
+  stage 8  (v5) the stage 7 blend with two more samplers: interval and order questions as own-video inputs of
+           long and of short videos (`compose_long.OwnVideo` over `TEMPORAL_FAMILIES`), answered from the tags
+           (`compose.tag_answer`). v4 had planned a decoder grown to 6 layers here (`grow`, `Recipe.blend_layers`);
+           v4's measurement found 3 layers ahead at equal CPU time, so v5 spends stage 8 on the new families.
 """
 
 from __future__ import annotations
@@ -22,11 +24,11 @@ import numpy as np
 import torch
 
 from ..model import TempoModel
-from ..synthetic import generate_video
-from .compose import copy_accuracy, train_composed
+from ..synthetic import TEMPORAL_FAMILIES, generate_video
+from .compose import FAMILIES, Composer, PoolItem, copy_accuracy, train_composed
 from .compose_long import Blend, GlobalComposer, OwnVideo, VideoTags, build_long_pool
 from .recipe import TRAINING_SEEDS, Recipe
-from .state import composed_pools, finish, resume
+from .state import finish, resume, short_pools
 
 log = logging.getLogger(__name__)
 FIRST_STAGE = 6
@@ -44,24 +46,43 @@ def long_videos(recipe: Recipe, offset: int, count: int) -> list:
 
 def blend_pools(model: TempoModel, recipe: Recipe, index: int, rng: np.random.Generator) -> tuple[Blend, dict]:
     """The training blend of v4 stage number `index` (0 for stage 6) from videos no earlier stage pooled, and the
-    held-out samplers its growth curve is read on (the same unseen videos in every stage)."""
+    held-out samplers its growth curve is read on (the same unseen videos in every stage). Interval and order
+    questions (v5's stage 8) are drawn from each video's own stream, so the other samplers are as without them."""
+    temporal = recipe.blend_temporal[index]
     items, global_items = build_long_pool(model, long_videos(recipe, LONG_SEEDS + index * recipe.blend_videos,
-                                                             recipe.blend_videos), rng)
-    short, short_held_out = composed_pools(model, recipe, recipe.blend_short_videos, rng,
-                                           recipe.blend_family_weights,
-                                           SHORT_SEEN + index * recipe.blend_short_videos)
+                                                             recipe.blend_videos), rng, temporal=temporal)
+    short_items, short_held_items = short_pools(model, recipe, recipe.blend_short_videos, rng,
+                                                SHORT_SEEN + index * recipe.blend_short_videos,
+                                                FAMILIES + (TEMPORAL_FAMILIES if temporal else ()))
     held_items, held_global = build_long_pool(model, long_videos(recipe, LONG_HELD_OUT_SEEDS, recipe.blend_held_out),
-                                              rng)
-    samplers = [OwnVideo(items, recipe.blend_family_weights), GlobalComposer(global_items), short]
+                                              rng, temporal=temporal)
+    (own, own_temporal), (short, short_temporal) = by_kind(items), by_kind(short_items)
+    (held_own, held_temporal), (short_held, short_held_temporal) = by_kind(held_items), by_kind(short_held_items)
+    samplers = [OwnVideo(own, recipe.blend_family_weights), GlobalComposer(global_items),
+                Composer(short, recipe.blend_family_weights)]
+    # Weights: own video, global, other videos[, short own video (v5)][, interval and order, long and short (v5)].
     weights = recipe.blend_weights[index]
-    if len(weights) > len(samplers):  # v5: the short videos as own-video inputs too (whole, at W >= their length)
-        samplers.append(OwnVideo(short.pool, recipe.blend_family_weights))
-    blend = Blend(samplers, weights)
-    held_out = {"own video": OwnVideo(held_items), "global": GlobalComposer(held_global),
-                "other videos": short_held_out}
+    if len(weights) - len(samplers) - 2 * temporal == 1:  # the short videos whole at W >= their length
+        samplers.append(OwnVideo(short, recipe.blend_family_weights))
+    if temporal:
+        samplers += [OwnVideo(pool, recipe.blend_temporal_weights, TEMPORAL_FAMILIES)
+                     for pool in (own_temporal, short_temporal)]
+    if len(weights) != len(samplers):
+        raise ValueError(f"stage {index + 6} has {len(samplers)} samplers but {len(weights)} blend weights")
+    held_out = {"own video": OwnVideo(held_own), "global": GlobalComposer(held_global),
+                "other videos": Composer(short_held)}
     if recipe.blend_video_tags[index] > 0:
-        held_out["short own video, video tags"] = VideoTags(OwnVideo(short_held_out.pool), 1.0)
-    return blend, held_out
+        held_out["short own video, video tags"] = VideoTags(OwnVideo(short_held), 1.0)
+    if temporal:
+        held_out["interval and order, own video"] = OwnVideo(held_temporal, families=TEMPORAL_FAMILIES)
+        held_out["interval and order, short own video, video tags"] = VideoTags(
+            OwnVideo(short_held_temporal, families=TEMPORAL_FAMILIES), 1.0)
+    return Blend(samplers, weights), held_out
+
+
+def by_kind(items: list[PoolItem]) -> tuple[list[PoolItem], list[PoolItem]]:
+    """A pool's needle, grounding and counting items, and its interval and order items."""
+    return [i for i in items if i.family in FAMILIES], [i for i in items if i.family in TEMPORAL_FAMILIES]
 
 
 def blend_reading(model: TempoModel, held_out: dict, per_width: int) -> dict:
@@ -82,7 +103,10 @@ def stage_blend(stage: int, recipe: Recipe, state_path: str, out_dir: str, devic
     report["stages"]["pools"] = {"seconds": round(time.perf_counter() - started, 1),
                                  "own_video_questions": len(blend.samplers[0].pool),
                                  "global_videos": len(blend.samplers[1].pool),
-                                 "short_questions": len(blend.samplers[2].pool)}
+                                 "short_questions": len(blend.samplers[2].pool),
+                                 "interval_and_order_questions": sum(len(sampler.pool) for sampler in blend.samplers
+                                                                     if isinstance(sampler, OwnVideo) and
+                                                                     sampler.families == TEMPORAL_FAMILIES)}
     log.info("pools: %s", report["stages"]["pools"])
     share = recipe.blend_video_tags[index]
     training = VideoTags(blend, share) if share > 0 else blend
@@ -110,8 +134,9 @@ def stage_wider(recipe: Recipe, state_path: str, out_dir: str, device: torch.dev
     return stage_blend(7, recipe, state_path, out_dir, device, every)
 
 
-def stage_deeper(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
+def stage_interval_and_order(recipe: Recipe, state_path: str, out_dir: str, device: torch.device,
+                             every: int) -> dict:
     return stage_blend(8, recipe, state_path, out_dir, device, every)
 
 
-V4_STAGES = {6: stage_long, 7: stage_wider, 8: stage_deeper}
+V4_STAGES = {6: stage_long, 7: stage_wider, 8: stage_interval_and_order}
