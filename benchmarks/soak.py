@@ -110,7 +110,7 @@ def plan(videos: list[Video], total: int, hostile: list[Path], rng: random.Rando
     chosen = rng.choices(pairs, weights, k=max(1, (total - n_hostile) // 2))
     picks = chosen + rng.choices(chosen, k=total - n_hostile - len(chosen))
     rng.shuffle(picks)
-    jobs: list[Job | None] = [Job(0, kind, video, question) for kind, video, question in picks]
+    jobs = [Job(0, kind, video, question) for kind, video, question in picks]
     for path in rng.sample(hostile, n_hostile):
         jobs.insert(rng.randrange(len(jobs) + 1), Job(0, "hostile", None, "What moves across the screen?", path))
     return [Job(n, job.kind, job.video, job.question, job.path) for n, job in enumerate(jobs)]
