@@ -44,10 +44,27 @@ def test_ata_higher_score_never_gets_fewer_tokens(inputs):
                 assert tokens[i] >= tokens[j], (i, j)
 
 
-@settings(max_examples=100, deadline=None)
-@given(ata_inputs())
-def test_ata_is_deterministic(inputs):
-    assert adaptive_token_allocation(*inputs) == adaptive_token_allocation(*inputs)
+@st.composite
+def distinct_ata_inputs(draw):
+    """ATA's inputs with distinct scores, a millionth apart at least (so their float32 s_hat differ too)."""
+    millionths = draw(st.lists(st.integers(0, 10**6), min_size=1, max_size=300, unique=True))
+    k_max = draw(st.integers(1, 128))
+    k_min = draw(st.integers(1, k_max))
+    budget = draw(st.integers(len(millionths), len(millionths) * k_max + 50))
+    return [m / 10**6 for m in millionths], budget, k_min, k_max
+
+
+@settings(max_examples=200, deadline=None)
+@given(distinct_ata_inputs(), st.randoms(use_true_random=False))
+def test_ata_depends_on_the_scores_not_on_where_the_segments_sit(inputs, random):
+    # Segments reordered keep their tokens: nothing (the remainder's order, say) goes by position. Distinct scores
+    # only: tied segments may share a remainder either way.
+    scores, budget, k_min, k_max = inputs
+    order = list(range(len(scores)))
+    random.shuffle(order)
+    tokens = adaptive_token_allocation(scores, budget, k_min, k_max)
+    shuffled = adaptive_token_allocation([scores[i] for i in order], budget, k_min, k_max)
+    assert shuffled == [tokens[i] for i in order]
 
 
 def test_ata_examples_from_the_paper_rule():

@@ -236,10 +236,38 @@ def test_settings_validate_or_explain(max_frames, budget, k_min, strategy, trunc
                        allocation=AllocationConfig(budget=budget, k_min=k_min, strategy=strategy,
                                                    truncation=truncation),
                        generation=GenerationConfig(max_new_tokens=new_tokens, temperature=temperature, top_p=top_p))
+    acceptable = (whole(max_frames, 1, 2048) and (budget is None or whole(budget, 1, 65536)) and whole(k_min, 1)
+                  and strategy in STRATEGIES and truncation in TRUNCATIONS and whole(new_tokens, 1, 2048)
+                  and number(temperature, 0, 2) and number(top_p, 0.01, 1))
     try:
         config.validate()
     except InputError as error:
+        assert not acceptable, f"refused settings the table allows: {error}"
         assert str(error).endswith(").") or "choose one of" in str(error)
+    else:
+        assert acceptable, "accepted settings outside the table's ranges"
+
+
+def whole(value: object, low: float, high: float = math.inf) -> bool:
+    """What a whole-number setting built in code must be: an int (not a bool, not 3.0) within its range."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def number(value: object, low: float, high: float) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and \
+        low <= value <= high
+
+
+@pytest.mark.parametrize("field, value", [("max_frames", 0), ("max_frames", 2.0), ("k_min", True),
+                                          ("strategy", "best"), ("temperature", float("nan")), ("top_p", 0)])
+def test_settings_outside_the_table_are_refused(field, value):
+    defaults = dict(max_frames=1024, k_min=4, strategy="ata", temperature=0.0, top_p=1.0)
+    values = defaults | {field: value}
+    config = RunConfig(sampling=SamplingConfig(max_frames=values["max_frames"]),
+                       allocation=AllocationConfig(k_min=values["k_min"], strategy=values["strategy"]),
+                       generation=GenerationConfig(temperature=values["temperature"], top_p=values["top_p"]))
+    with pytest.raises(InputError, match=setting_named(field).label):
+        config.validate()
 
 
 env_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12)

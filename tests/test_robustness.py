@@ -365,8 +365,13 @@ def test_ui_endpoint_shows_the_error_and_leaves_no_files(client, hostile_media, 
     assert tempo_app_dirs() <= before
 
 
-def test_app_still_serves_after_the_matrix(client, hostile_media):
-    """Runs after the app cases (file order): the same server answers a normal request."""
+def test_app_still_serves_after_the_refusals(client, hostile_media):
+    """Every refused request of the matrix, one after another, then a normal one: the same server answers it
+    (self-contained, so it holds in any test order)."""
+    for case in (c for c in APP_CASES if c.error):
+        with pytest.raises(AppError):
+            client.predict(handle_file(str(hostile_media[case.video])), case.question,
+                           **{"max_new_tokens": 4, **case.api}, api_name="/answer")
     result = client.predict(handle_file(str(hostile_media["two_seconds.mp4"])), QUESTION, max_new_tokens=4,
                             api_name="/answer")
     check_result(result, Case("", "", segments=1, frames=4))
