@@ -25,7 +25,6 @@ import queue
 import random
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile

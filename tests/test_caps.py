@@ -121,7 +121,8 @@ def test_the_app_trims_its_uploads_and_keeps_few_sessions(fixtures, tmp_path, mo
         assert list(demo.state_holder.session_data) == ["visitor-2", "visitor-3", "visitor-4"]
     finally:
         demo.close()
-    shown = [c["props"].get("value") for c in page["components"] if c["props"].get("elem_id") == "tempo-server-settings"]
+    shown = [c["props"].get("value") for c in page["components"]
+             if c["props"].get("elem_id") == "tempo-server-settings"]
     assert shown == [server_settings(limits)] and "upload folder 1 MB" in shown[0] and "sessions kept 3" in shown[0]
 
 

@@ -90,4 +90,5 @@ def test_on_a_space_the_origin_must_be_the_spaces_own():
     assert space.refusal({"host": ["owner-tempo.hf.space"]}) is None
     assert space.refusal({"origin": ["https://huggingface.co"]}) is None
     refused = space.refusal({"host": ["owner-tempo.hf.space"], "origin": ["https://evil.example"]})
-    assert refused.startswith("This Tempo server answers only pages on its own site") and "owner-tempo.hf.space" in refused
+    assert refused.startswith("This Tempo server answers only pages on its own site")
+    assert "owner-tempo.hf.space" in refused
