@@ -2,8 +2,10 @@
 
     python examples/make_examples.py
 
-Fixed seeds from a range no training or evaluation run uses; one needle-style question (a sharp allocation
-peak) and one global question (a broad allocation) per video, taken from the synthetic world's ground truth.
+Fixed seeds from a range no training or evaluation run uses; questions from the synthetic world's ground truth:
+needle-style ones (a sharp allocation peak), global ones (a broad allocation), and since issue 47 an interval and
+an order question on two short videos of their own. A video already here is not written again (the shipped ones
+stay byte for byte as they are; delete one to render it anew); examples.json is always rewritten.
 """
 
 import json
@@ -14,7 +16,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tempo.synthetic import generate_video, make_questions, write_mp4  # noqa: E402
+from tempo.synthetic import all_questions, generate_video, write_mp4  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FPS = 4.0
@@ -23,6 +25,8 @@ EXAMPLES = [  # (seed, duration in seconds, families asked)
     (900_002, 600, ("grounding", "global")),
     (900_003, 1500, ("needle", "counting")),
     (900_004, 2700, ("grounding",)),
+    (900_005, 420, ("interval",)),
+    (900_006, 300, ("order",)),
 ]
 
 
@@ -31,8 +35,9 @@ def main() -> int:
     for seed, duration, families in EXAMPLES:
         video = generate_video(seed, duration)
         name = f"synthetic-{seed}-{duration // 60}min.mp4"
-        write_mp4(video, os.path.join(HERE, name), fps=FPS)
-        questions = {q.family: q for q in make_questions(video, np.random.default_rng(seed))}
+        if not os.path.isfile(os.path.join(HERE, name)):
+            write_mp4(video, os.path.join(HERE, name), fps=FPS)
+        questions = {q.family: q for q in all_questions(video, np.random.default_rng(seed))}
         for family in families:
             question = questions[family]
             entries.append({"video": name, "question": question.text,
