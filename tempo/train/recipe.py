@@ -70,7 +70,7 @@ class Recipe:
     blend_temporal: tuple[bool, ...] = (False, False, True)  # interval and order questions pooled (v5 stage 8)
     blend_temporal_weights: tuple[float, ...] = (2.0, 1.0)  # interval, order: two numbers to copy against one name
     blend_widths: tuple[tuple[int, ...], ...] = ((32, 64, 128), (64, 128), (64, 128))  # stages 6, 7, 8
-    blend_steps: tuple[tuple[int, ...], ...] = ((1200, 2400, 3000), (2000, 3000), (1500, 2000))
+    blend_steps: tuple[tuple[int, ...], ...] = ((1200, 2400, 3000), (2000, 3000), (1500, 2200))
     blend_lrs: tuple[float, ...] = (1e-3, 1e-3, 1e-3)
     blend_layers: tuple[int, ...] = (3, 3, 3)  # the decoder's layers (`grow`); v4 planned 6 for stage 8, v5 spends
     # it on interval and order instead (3 layers were ahead at equal CPU time: experiments/tiny-v4)
