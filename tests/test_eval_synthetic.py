@@ -6,8 +6,9 @@ import pytest
 
 import numpy as np
 
-from tempo.train.evaluate import (SWEEP_FRACTIONS, STRATEGIES, evaluate, format_table, graded, main, outside_video,
-                                  paired_bootstrap, questions_of)
+from tempo.train.evaluate import (SWEEP_FRACTIONS, STRATEGIES, evaluate, format_table, graded, main, margin,
+                                  outside_video, paired_bootstrap, questions_of)
+from tempo.train.eval_zoom import zoom_record, zoom_report
 from tempo.train.eval_tables import format_outside
 from tempo.synthetic import ALL_FAMILIES, FAMILIES, Question, generate_video, make_questions
 
@@ -139,3 +140,30 @@ def test_localisation_only_agrees_with_the_full_evaluation(report, tmp_path, cap
     assert alone["questions"] == len(ALL_FAMILIES) - 1  # the global question has no evidence to find
     assert alone["localization"] == pytest.approx(report["strategies"]["uniform"]["localization"])
     assert '"localization"' in capsys.readouterr().out
+
+
+def test_zoom_is_reported_beside_ata_and_a_video_it_covers_answers_as_ata_does(report):
+    zoom = report["zoom"]
+    assert zoom["mode"] == "auto" and report["settings"]["zoom"] == "auto"
+    assert zoom["zoomed"] == 0  # a one-minute video: 2 fps throughout, nothing to look closer at
+    assert zoom["compressor_passes"] == {"no_zoom": len(ALL_FAMILIES), "zoom": len(ALL_FAMILIES)}
+    row, = zoom["by_length"].values()
+    assert row["zoom"] == row["no_zoom"]  # the engine's one pass answers exactly as ATA over the whole video
+
+
+def test_zoom_report_compares_like_with_like_by_length():
+    whole = [{"video": v, "family": f, "correct": c, "outside": None, "duration": d}
+             for v, f, c, d in [(1, "grounding", False, 300.0), (2, "grounding", False, 2000.0),
+                                (3, "needle", True, 2000.0), (4, "grounding", False, 3000.0)]]
+    zoomed = [zoom_record(w, Question(w["family"], "q", "a", ((10.0, 20.0),)), {"correct": w["duration"] > 1000},
+                          (0.0, 512.0) if w["duration"] > 1000 else None, w["duration"]) for w in whole]
+    zoomed[2] = zoom_record(whole[2], Question("needle", "q", "a", ((900.0, 910.0),)), {"correct": True}, None,
+                            2000.0)
+    result = zoom_report(zoomed, whole, "auto", margin)
+    assert result["zoomed"] == 2 and result["compressor_passes"] == {"no_zoom": 4, "zoom": 6}
+    assert result["window_has_evidence"] == 1.0
+    assert set(result["by_length"]) == {"up to 10 min", "30-60 min"}
+    far = result["by_length"]["30-60 min"]
+    assert far["questions"] == 3 and far["no_zoom"]["per_family"]["grounding"] == 0.0
+    assert far["zoom"]["per_family"]["grounding"] == 1.0
+    assert result["when_zoom_minus_no_zoom"]["difference"] == pytest.approx(2 / 3)

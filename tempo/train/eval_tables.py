@@ -52,6 +52,26 @@ def format_outside(counts: dict) -> str:
             + (f" ({families})" if families else ""))
 
 
+def format_zoom(zoom: dict) -> str:
+    """Zoom against ATA over the whole video, by video length: accuracy, "when" within tolerance, and the
+    compressor passes it cost."""
+    lines = [f"zoom {zoom['mode']}: {zoom['zoomed']} of {zoom['questions']} questions looked closer "
+             f"({zoom['compressor_passes']['zoom']} compressor passes against {zoom['compressor_passes']['no_zoom']}); "
+             f"the window held the evidence {_percent(zoom['window_has_evidence'])} of the time",
+             "| video length | questions | zoomed | accuracy, no zoom | accuracy, zoom | \"when\", no zoom | "
+             "\"when\", zoom |", "|---|---|---|---|---|---|---|"]
+    for name, row in zoom["by_length"].items():
+        before, after = row["no_zoom"], row["zoom"]
+        lines.append(f"| {name} | {row['questions']} | {row['zoomed']} | {_percent(before['accuracy'])} | "
+                     f"{_percent(after['accuracy'])} | {_percent(before['per_family'].get('grounding'))} | "
+                     f"{_percent(after['per_family'].get('grounding'))} |")
+    for key, label in (("zoom_minus_no_zoom", "zoom - no zoom"), ("when_zoom_minus_no_zoom", '"when": zoom - no zoom')):
+        if key in zoom:
+            m = zoom[key]
+            lines.append(f"{label}: {m['difference']:+.1%}, 95% interval [{m['low']:+.1%}, {m['high']:+.1%}]")
+    return "\n".join(lines)
+
+
 def _percent(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
@@ -62,6 +82,8 @@ def print_report(report: dict) -> None:
     print(format_table(report))
     print(format_margins(report))
     print(format_outside(report["strategies"]["ata"]["outside_video"]))
+    if "zoom" in report:
+        print(format_zoom(report["zoom"]))
     shape = report["allocation_shape"]
     for family in ("needle", "global"):
         if family in shape:

@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import allocation
-from ..config import AllocationConfig, GenerationConfig, RunConfig
+from ..config import AllocationConfig, GenerationConfig, RunConfig, Zoom
 from ..errors import InputError
 from ..events import Finished
 from ..render.figures import write_sweep_figure
@@ -38,6 +38,7 @@ from ..events import Compression
 from ..synthetic import (ALL_FAMILIES, FAMILIES, TIMED_FAMILIES, Question, all_questions, generate_video, is_correct,
                         names_time_outside, segment_relevance, write_mp4)
 from .eval_tables import format_margins, format_table, print_report  # noqa: F401 (format_* are read from here)
+from .eval_zoom import ZOOMS, zoom_record, zoom_report, zoomed_answer
 from .recipe import TRAINING_SEEDS
 
 log = logging.getLogger(__name__)
@@ -130,8 +131,9 @@ class Tally:
 
 def evaluate(model: TempoModel, n: int, seed: int, budget: int | None, min_duration: float, max_duration: float,
              directory: str, max_new_tokens: int = 24, k_min: int = AllocationConfig().k_min,
-             sweep: bool = True, families: tuple[str, ...] = ALL_FAMILIES) -> dict:
-    """Run the evaluation on questions of `families` and return the JSON-ready report."""
+             sweep: bool = True, families: tuple[str, ...] = ALL_FAMILIES, zoom: str = Zoom.AUTO.value) -> dict:
+    """Run the evaluation on questions of `families` and return the JSON-ready report; `zoom` (a Zoom value) is
+    also answered beside ATA over the whole video, unless it is off."""
     check_seeds(seed, n)
     tally = Tally()
     base = RunConfig(generation=GenerationConfig(max_new_tokens=max_new_tokens))
@@ -139,19 +141,25 @@ def evaluate(model: TempoModel, n: int, seed: int, budget: int | None, min_durat
     for video_seed in range(seed, seed + n):
         path, video = video_file(video_seed, min_duration, max_duration, directory)
         for question in questions_of(video, video_seed, families):
-            evaluate_question(model, tally, path, video_seed, video.duration, question, base, budget, k_min, sweep)
+            evaluate_question(model, tally, path, video_seed, video.duration, question, base, budget, k_min, sweep,
+                              zoom)
         log.info("video %d/%d (seed %d, %.0f s): %.0f s elapsed", video_seed - seed + 1, n, video_seed,
                  video.duration, time.perf_counter() - started)
     settings = {"model": model.spec.name, "videos": n, "seeds": [seed, seed + n - 1],
                 "budget": budget or "a quarter of all memory tokens (num_segments * k_max / 4)",
                 "durations": [min_duration, max_duration], "k_min": k_min, "k_max": model.spec.num_memory_tokens,
-                "families": list(families), "seconds": round(time.perf_counter() - started, 1)}
-    return report_of(tally, settings, k_min, sweep)
+                "families": list(families), "zoom": zoom, "seconds": round(time.perf_counter() - started, 1)}
+    report = report_of(tally, settings, k_min, sweep)
+    if zoom != Zoom.OFF:
+        report["zoom"] = zoom_report(tally.outcomes[("zoom", zoom)], tally.outcomes[("ata", "head")], zoom, margin)
+    return report
 
 
 def evaluate_question(model: TempoModel, tally: Tally, path: str, video_seed: int, duration: float,
-                      question: Question, base: RunConfig, budget: int | None, k_min: int, sweep: bool) -> None:
-    """One question compressed once, then answered under every variant (and the sweep's budgets) into `tally`."""
+                      question: Question, base: RunConfig, budget: int | None, k_min: int, sweep: bool,
+                      zoom: str = Zoom.OFF.value) -> None:
+    """One question compressed once, then answered under every variant (and the sweep's budgets), and under
+    `zoom` where it looks closer, into `tally`."""
     k_max = model.spec.num_memory_tokens
     compressed = compression(model, path, question.text, base)
     video_budget = budget or compressed.video.num_segments * k_max // 4
@@ -180,6 +188,12 @@ def evaluate_question(model: TempoModel, tally: Tally, path: str, video_seed: in
             tally.examples.append({"seed": video_seed, "duration": round(duration, 1), "family": question.family,
                                    "question": question.text, "expected": question.answer, "answer": finished.answer,
                                    "correct": record["correct"], "outside": record["outside"]})
+    if zoom != Zoom.OFF:
+        answered, window = zoomed_answer(model, path, question, base,
+                                         AllocationConfig(budget=video_budget, k_min=k_min), zoom)
+        tally.outcomes[("zoom", zoom)].append(zoom_record(tally.outcomes[("ata", "head")][-1], question,
+                                                          graded(question, answered, segment_seconds, duration),
+                                                          window, duration))
     for fraction in SWEEP_FRACTIONS if sweep else ():
         for strategy in SWEEP_STRATEGIES:
             allocation = AllocationConfig(budget=sweep_budget(len(compressed.relevance), k_max, fraction),
@@ -311,6 +325,8 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--families", default=",".join(ALL_FAMILIES),
                         help="comma-separated question families (default: all six; "
                              "needle,grounding,counting,global gives v4's reports exactly)")
+    parser.add_argument("--zoom", default=Zoom.AUTO.value, choices=ZOOMS,
+                        help="also answer with this zoom setting, against ATA over the whole video (default auto)")
     parser.add_argument("--budgets", default="512,1024", help="with --write-jobs: one job per question and budget "
                                                               "(comma-separated; default 512,1024)")
     return parser
@@ -344,7 +360,8 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(report, indent=2))
         else:
             report = evaluate(model, args.n, args.seed, args.budget, args.min_duration, args.max_duration,
-                              args.videos_dir, k_min=args.k_min, sweep=not args.no_sweep, families=families)
+                              args.videos_dir, k_min=args.k_min, sweep=not args.no_sweep, families=families,
+                              zoom=args.zoom)
             print_report(report)
     except (ValueError, InputError) as exc:
         parser.error(str(exc))
