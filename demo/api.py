@@ -16,7 +16,7 @@ from tempo.analysis import most_relevant, usable
 from tempo.engine import Exchange
 from tempo.errors import InputError
 from tempo.events import AllocationDone, Finished, SegmentCompressed, SegmentSummary
-from tempo.render.progress import RunProgress, Stage
+from tempo.render.progress import RunProgress, Status
 from tempo.render.report import Asked, Truth
 from tempo.times import clock, span
 
@@ -76,7 +76,7 @@ def chat(server: Server, video: object, question: str, *, history: object = None
     request = replace(server.request(video, question, settings),
                       history=tuple(Exchange(turn["question"], str(turn.get("answer") or "")) for turn in turns))
     for partial in streamed(server, request):
-        if partial["stage"] != Stage.DONE:
+        if partial["stage"] != Status.DONE:
             yield {"turns": turns, "current": partial}
             continue
         yield {"turns": turns + [{"question": question.strip(), **partial}]}

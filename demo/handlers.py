@@ -67,20 +67,20 @@ def show_preview(server: Server, upload: object) -> Iterator[Updates]:
 
 
 def analyze(server: Server, video: object, question: str, *, conversation: object = None,
-            no_compression: bool = False, **settings: object) -> Iterator[Updates]:
+            every_token: bool = False, **settings: object) -> Iterator[Updates]:
     """The page: a new turn in the conversation about this video. Live timeline while compressing, tokens once
     allocated, then the answer token by token in the chat; at the end the stats, the downloads (every turn), the
     filmstrip, the key frames and (for an example) the expected answer."""
     progress, shown, workdir = RunProgress(), 0.0, None
-    talk = conversation if isinstance(conversation, Conversation) else None
+    conversation = conversation if isinstance(conversation, Conversation) else None
     hidden = gr.DownloadButton(visible=False)
     yield {"status": status_html(progress), "timeline": empty_timeline(),
-           "chat": messages(talk, str(question or "")), "gallery": "", "stats": "", "json_file": hidden,
+           "chat": messages(conversation, str(question or "")), "gallery": "", "stats": "", "json_file": hidden,
            "csv_file": hidden, "report_file": hidden, "filmstrip": "", "truth": ""}
     try:
-        request = server.request(video, question, settings, bool(no_compression))
-        talk = continued(talk, request.video)
-        request = replace(request, history=history(talk))
+        request = server.request(video, question, settings, bool(every_token))
+        conversation = continued(conversation, request.video)
+        request = replace(request, history=history(conversation))
         for event in server.run(request):
             progress.update(event)
             if isinstance(event, VideoProbed):
@@ -96,19 +96,19 @@ def analyze(server: Server, video: object, question: str, *, conversation: objec
                 yield timeline(progress, request.evidence)
             elif isinstance(event, AnswerToken) and now - shown > ANSWER_REFRESH_S:
                 shown = now
-                yield {"chat": messages(talk, request.question, progress.answer)}
+                yield {"chat": messages(conversation, request.question, progress.answer)}
             elif isinstance(event, Finished):
                 if not progress.from_cache:
                     server.pace.record(event)
                 turn = Turn(request.question, progress, server.truth(request, event), request.evidence,
                             label(request.config, event.budget), progress.from_cache, server.model.spec.takes_history)
-                talk = talk.with_turn(turn)
+                conversation = conversation.with_turn(turn)
                 # A folder per request, deleted (finally) once Gradio has copied the files into its cache.
                 workdir = tempfile.mkdtemp(prefix="tempo-app-")
-                yield turn_updates(talk) | downloads(server, talk, Path(workdir))
+                yield turn_updates(conversation) | downloads(server, conversation, Path(workdir))
     except Exception as exc:
         error = refusal(exc)
-        yield {"status": status_html(progress, error=error.message), "chat": messages(talk)}
+        yield {"status": status_html(progress, error=error.message), "chat": messages(conversation)}
         raise error from None
     finally:
         if workdir:
@@ -116,24 +116,24 @@ def analyze(server: Server, video: object, question: str, *, conversation: objec
 
 
 def look_closer(server: Server, video: object, question: str, moment: object, *, conversation: object = None,
-                no_compression: bool = False, **settings: object) -> Iterator[Updates]:
+                every_token: bool = False, **settings: object) -> Iterator[Updates]:
     """"Look closer": the question as typed, asked again over the window around the moment picked last (a time in
     an answer, a where-it-looked thumbnail, a timeline point; else where the shown turn's compressor looked most),
     sampled at the full rate, as a new turn of the conversation."""
-    talk = conversation if isinstance(conversation, Conversation) else None
-    if talk is None or not talk.turns:
+    conversation = conversation if isinstance(conversation, Conversation) else None
+    if conversation is None or not conversation.turns:
         raise refusal(InputError("Ask a question first, then look closer at a moment it found."))
-    shown = talk.turns[talk.selected if talk.selected is not None else -1].result
+    shown = conversation.turns[conversation.selected if conversation.selected is not None else -1].result
     seconds = moment.get("seconds") if isinstance(moment, dict) else None
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
         looked = most_relevant(shown.segments, 1)
         seconds = (looked[0].start + looked[0].end) / 2 if looked else shown.video.duration / 2
-    sampling = server.request(video, question, settings, bool(no_compression)).config.sampling
+    sampling = server.request(video, question, settings, bool(every_token)).config.sampling
     window = closer_window(float(seconds), shown.video.duration, sampling)
     if window is None:
         raise refusal(InputError(f"This video samples at {sampling.fps:g} frames per second throughout already: "
                                  "there is nothing closer to see."))
-    yield from analyze(server, video, question, conversation=talk, no_compression=no_compression,
+    yield from analyze(server, video, question, conversation=conversation, every_token=every_token,
                        **(settings | {"start": window[0], "end": window[1]}))
 
 
@@ -179,12 +179,12 @@ def show_turn(server: Server, conversation: object, picked: object) -> Updates:
 
 
 @refused
-def segment_view(server: Server, video: object, question: str, picked: object, *, no_compression: bool = False,
+def segment_view(server: Server, video: object, question: str, picked: object, *, every_token: bool = False,
                  **settings: object) -> Updates:
     """A click on the filmstrip or the timeline: that segment's card and frames, in the Segment tab."""
     if not isinstance(picked, dict) or "segment" not in picked:
         return {}
-    request = server.request(video, question, settings, bool(no_compression))
+    request = server.request(video, question, settings, bool(every_token))
     look = server.segment(request, picked["segment"])
     return {"card": segment_html(look, server.model.spec.num_memory_tokens),
             "frames": [(frame, clock(t)) for frame, t in zip(look.frames, look.times)],
@@ -243,6 +243,6 @@ def cancelled(server: Server) -> Updates:
     return {"status": status_html(RunProgress(), error="Cancelled: nothing more is decoded or compressed.")}
 
 
-def strategy_choice(server: Server, no_compression: bool) -> Updates:
-    """No compression keeps every memory token: the strategy has nothing to choose then."""
-    return {"strategy": gr.Dropdown(interactive=not no_compression)}
+def strategy_choice(server: Server, every_token: bool) -> Updates:
+    """Every memory token kept: the strategy has nothing to choose then."""
+    return {"strategy": gr.Dropdown(interactive=not every_token)}

@@ -13,7 +13,7 @@ from tempo.allocation import scaled_relevance
 from tempo.analysis import SegmentLook, most_relevant
 from tempo.events import Finished
 from tempo.model import TempoModel
-from tempo.render.progress import RunProgress, Stage, key_segments, run_stats
+from tempo.render.progress import RunProgress, Status, key_segments, run_stats
 from tempo.render.report import Truth, data_uri
 from tempo.render.timeline import point_field, relevance_text
 from tempo.render.text import answer_text, timings_text
@@ -96,30 +96,30 @@ def status_html(progress: RunProgress, error: str | None = None) -> str:
     if error:
         return f"<div class='tempo-status error'>⚠ {html.escape(error)}</div>"
     done, total = len(progress.segments), progress.num_segments
-    if progress.stage == Stage.OPENING:
+    if progress.status == Status.OPENING:
         text = "Opening the video…"
-    elif progress.stage == Stage.READING:
+    elif progress.status == Status.READING:
         done = progress.read
         text = f"Reading the video · segment {done} of {total}, before the GPU is asked for"
-    elif progress.stage == Stage.COMPRESSING and not done:
+    elif progress.status == Status.COMPRESSING and not done:
         probed = progress.probed
         guess = (f"about {progress.estimate:.0f} s here" if progress.estimate is not None
                  else "the first run here measures how long videos take")
         text = (f"{total} segments ({probed.sampled_frames:,} frames over {clock(probed.duration)}) · {guess} · "
                 "waiting for the first segment…")
-    elif progress.stage == Stage.COMPRESSING and progress.from_cache:
+    elif progress.status == Status.COMPRESSING and progress.from_cache:
         text = f"Asked before: the compression comes from the cache · segment {done} of {total}"
-    elif progress.stage == Stage.COMPRESSING:
+    elif progress.status == Status.COMPRESSING:
         reached = clock(progress.segments[-1].end if done else 0)
         eta = progress.eta()
         text = (f"Compressing segment {done} of {total} · {reached} of {clock(progress.probed.duration)}"
                 + (f" · about {eta:.0f} s left" if eta is not None else ""))
-    elif progress.stage == Stage.ANSWERING:
+    elif progress.status == Status.ANSWERING:
         text = f"Allocated {progress.allocation.tokens_used:,} of {progress.allocation.budget:,} tokens · answering…"
     else:
         text = f"Done in {progress.finished.timings.get('total', 0.0):.1f} s" + (
             " · asked before, so the compression came from the cache" if progress.from_cache else "")
-    if progress.zoom and progress.stage != Stage.DONE:
+    if progress.zoom and progress.status != Status.DONE:
         text = f"Looking closer at {span(*progress.zoom.window)}, as {progress.zoom.reason} · {text}"
     width = 100 * done / total if total else 0
     return f"<div class='tempo-status'>{text}<div class='bar'><div style='width:{width:.1f}%'></div></div></div>"

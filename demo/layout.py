@@ -36,7 +36,7 @@ class Inputs:
     closer: gr.Button
     cancel: gr.Button
     settings: Outputs
-    no_compression: gr.Checkbox
+    every_token: gr.Checkbox
 
 
 def input_panel(server: Server) -> Inputs:
@@ -54,9 +54,9 @@ def input_panel(server: Server) -> Inputs:
                     example_labels=[e.label for e in server.examples])
     with gr.Accordion("Advanced settings", open=False):
         settings = controls(server.model.spec)
-        no_compression = gr.Checkbox(label="No compression (baseline: keep every memory token)")
+        every_token = gr.Checkbox(label="Every memory token (the baseline: nothing dropped)")
         gr.Markdown(server_settings(server.limits), elem_id="tempo-server-settings")
-    return Inputs(upload, preview, question, run, closer, cancel, settings, no_compression)
+    return Inputs(upload, preview, question, run, closer, cancel, settings, every_token)
 
 
 def result_panel() -> tuple[Outputs, Pickers]:
@@ -179,19 +179,19 @@ def wire(server: Server, inputs: Inputs, outputs: Outputs, pickers: Pickers, tab
     """The page's events. Handlers get the raw request values (preprocess=False) and check them themselves: which
     file may be opened, and settings named in the messages."""
     video = [inputs.upload, inputs.question]
-    # /analyze's parameters: the settings up to the time range, no_compression, then the time range and what came
+    # /analyze's parameters: the settings up to the time range, every_token, then the time range and what came
     # after it (each added later, so that calls naming the earlier ones by position keep working).
     names = list(inputs.settings)
     first_ranged = next((i for i, name in enumerate(names) if setting_named(name).clock), len(names))
     run_settings = ({name: inputs.settings[name] for name in names[:first_ranged]}
-                    | {"no_compression": inputs.no_compression}
+                    | {"every_token": inputs.every_token}
                     | {name: inputs.settings[name] for name in names[first_ranged:]})
     private = dict(api_visibility="private", preprocess=False)
     fresh = {"preview": inputs.preview, "chat": outputs["chat"], "conversation": outputs["conversation"]}
     inputs.upload.change(connect(handlers.show_preview, server, fresh), inputs.upload, list(fresh.values()),
                          concurrency_id="preview", concurrency_limit=2, show_progress="minimal", **private)
     strategy = {"strategy": inputs.settings["strategy"]}
-    inputs.no_compression.change(connect(handlers.strategy_choice, server, strategy), inputs.no_compression,
+    inputs.every_token.change(connect(handlers.strategy_choice, server, strategy), inputs.every_token,
                                  list(strategy.values()), api_visibility="private", queue=False)
     asked = gr.on([inputs.run.click, inputs.question.submit], not_a_tool(connect(handlers.analyze, server, outputs)),
                   inputs=video, inputs_kwargs=run_settings | {"conversation": outputs["conversation"]},

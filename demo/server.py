@@ -112,7 +112,7 @@ def label(config: RunConfig, budget: int) -> str:
     the checkpoint's where the config leaves it open)."""
     allocation = config.allocation
     if allocation.strategy == Strategy.OFF:
-        return "no compression"
+        return "every memory token"
     return f"{allocation.strategy} · {budget:,} tokens · k_min {allocation.k_min} · {allocation.truncation}"
 
 
@@ -177,11 +177,11 @@ class Server:
         return str(real)
 
     def request(self, video: object, question: str, values: Mapping[str, object],
-                no_compression: bool = False) -> Request:
+                every_token: bool = False) -> Request:
         """A request's raw values checked (settings by the table, the question, then the file by `visitor_video`)
-        and made a Request; `no_compression` keeps every memory token whatever the strategy says."""
+        and made a Request; `every_token` keeps every memory token whatever the strategy says."""
         config = RunConfig(limits=self.limits).with_settings(values, self.model.spec)
-        if no_compression:
+        if every_token:
             config = config.with_settings({"strategy": Strategy.OFF.value})
         config, question = checked(self.model, question, config)
         path = self.visitor_video(video)

@@ -24,7 +24,7 @@ class Strategy(str, Enum):
     TOPK = "topk"
     RANDOM = "random"
     ADVERSARIAL = "adversarial"
-    OFF = "off"  # no compression: every memory token, whatever the budget
+    OFF = "off"  # every memory token, whatever the budget (the baseline)
 
 
 STRATEGIES = {  # value: what it does (the app's label); every strategy but "off" keeps to the budget

@@ -32,16 +32,16 @@ def stream() -> list:
 
 def test_progress_follows_the_stream():
     progress = RunProgress()
-    assert progress.stage == "opening" and progress.eta() is None
+    assert progress.status == "opening" and progress.eta() is None
     events = stream()
     for event in events[:3]:
         progress.update(event)
-    assert progress.stage == "compressing" and progress.eta() >= 0
+    assert progress.status == "compressing" and progress.eta() >= 0
     partial = progress.to_dict()
     assert partial["stage"] == "compressing" and [s["tokens"] for s in partial["segments"]] == [None, None]
     for event in events[3:-1]:
         progress.update(event)
-    assert progress.stage == "answering" and progress.answer == "A cat"
+    assert progress.status == "answering" and progress.answer == "A cat"
     assert [s["tokens"] for s in progress.to_dict()["segments"]] == TOKENS
     progress.update(events[-1])
     final = progress.to_dict()

@@ -17,9 +17,9 @@ from ..times import clock, span
 KEY_FRAMES = 6  # thumbnails of the segments that kept the most tokens, on the page and in reports
 
 
-class Stage(str, Enum):
-    """How far a run is (the API's `stage`): the file opening, segments read ahead of a remote accelerator, segments
-    compressed, the answer coming, done."""
+class Status(str, Enum):
+    """How far a run is: the file opening, segments read ahead of a remote accelerator, segments compressed, the
+    answer coming, done. The API's JSON keeps the key `stage` for it, as first published."""
 
     OPENING = "opening"
     READING = "reading"
@@ -67,14 +67,14 @@ class RunProgress:
             self.answer = event.answer
 
     @property
-    def stage(self) -> Stage:
+    def status(self) -> Status:
         if self.finished:
-            return Stage.DONE
+            return Status.DONE
         if self.allocation:
-            return Stage.ANSWERING
+            return Status.ANSWERING
         if self.read and not self.segments:
-            return Stage.READING
-        return Stage.COMPRESSING if self.probed else Stage.OPENING
+            return Status.READING
+        return Status.COMPRESSING if self.probed else Status.OPENING
 
     @property
     def frames(self) -> list[np.ndarray]:
@@ -105,10 +105,10 @@ class RunProgress:
     def to_dict(self) -> dict:
         """The API's JSON: partial while streaming (`stage` says how far), `Finished.to_dict()` at the end."""
         if self.finished:
-            return {"stage": Stage.DONE.value, **self.finished.to_dict()}
+            return {"stage": Status.DONE.value, **self.finished.to_dict()}
         tokens = self.allocation.tokens if self.allocation else [None] * len(self.segments)
         return {
-            "stage": self.stage.value,
+            "stage": self.status.value,
             "answer": self.answer,
             "segments": [{"index": s.index, "start": s.start, "end": s.end, "relevance": s.relevance, "tokens": k}
                          for s, k in zip(self.segments, tokens)],
