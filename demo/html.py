@@ -132,7 +132,7 @@ def stats_html(result: Finished, context_truncated: int) -> str:
          f"segments · {stats['sampled_frames']:,} frames over {clock(stats['duration'])}"),
         (f"{stats['tokens_used']:,} / {stats['budget']:,}", "visual tokens used / budget"),
         (f"{stats['tokens_per_frame']:.2f}", "tokens per sampled frame"),
-        (f"{stats['compression']:.1f}×", f"fewer than all {stats['tokens_without_compression']:,} memory tokens"),
+        (f"{stats['reduction']:.1f}×", f"fewer than all {stats['every_memory_token']:,} memory tokens"),
     ]
     body = "".join(f"<div class='card'><div class='value'>{value}</div><div class='label'>{label}</div></div>"
                    for value, label in cards)

@@ -52,7 +52,7 @@ def test_stats_and_key_frames():
     finished = stream()[-1]
     stats = run_stats(finished)
     assert stats["tokens_per_frame"] == pytest.approx(84 / 40)
-    assert stats["compression"] == pytest.approx(5 * 32 / 84)
+    assert stats["reduction"] == pytest.approx(5 * 32 / 84)
     frames = [frame(i) for i in range(5)]
     picked = key_frames(finished.segments, frames, count=3)
     # The three largest allocations (ties to the more relevant), shown in time order; no zero-token segment.

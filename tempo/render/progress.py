@@ -123,15 +123,15 @@ class RunProgress:
 def run_stats(result: Finished) -> dict[str, float | int]:
     """Headline numbers: how much of the budget was spent and how much smaller the video became."""
     frames = result.video.sampled_frames
-    without = result.k_max * len(result.segments)
+    every = result.k_max * len(result.segments)
     return {
         "segments": len(result.segments),
         "sampled_frames": frames,
         "tokens_used": result.tokens_used,
         "budget": result.budget,
         "tokens_per_frame": result.tokens_used / frames if frames else 0.0,
-        "tokens_without_compression": without,
-        "compression": without / result.tokens_used if result.tokens_used else float("inf"),
+        "every_memory_token": every,
+        "reduction": every / result.tokens_used if result.tokens_used else float("inf"),
         "duration": result.video.duration,
     }
 

@@ -130,7 +130,7 @@ def report_section(asked: Asked) -> str:
                             f"{clock(stats['duration'])})"),
                ("visual tokens", f"{stats['tokens_used']:,} of a {stats['budget']:,} budget"),
                ("tokens per frame", f"{stats['tokens_per_frame']:.2f}"),
-               ("compression", f"{stats['compression']:.1f}x fewer than all memory tokens")]
+               ("reduction", f"{stats['reduction']:.1f}x fewer than all memory tokens")]
     if result.history_used or result.history_dropped:
         numbers.append(("conversation", f"read with {result.history_used} earlier turns"
                                         + (f", {result.history_dropped} left out" if result.history_dropped else "")))
