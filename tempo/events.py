@@ -4,30 +4,11 @@ the batch runner and the app only consume these."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-if TYPE_CHECKING:  # the video package imports these events at run time
-    from .video.sampling import SamplingPlan
-
-
-@dataclass(frozen=True)
-class VideoProbed:
-    """The video was opened and the sampling plan is known."""
-
-    path: str
-    duration: float
-    native_fps: float
-    total_frames: int
-    width: int
-    height: int
-    sampled_frames: int
-    real_fps: float
-    num_segments: int
-    backend: str
-    window: tuple[float, float] | None = None  # the part sampled (start, end) in seconds, when a range was asked
+from .video.sampling import SamplingPlan, VideoProbed
 
 
 @dataclass(frozen=True)

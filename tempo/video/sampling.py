@@ -158,3 +158,20 @@ def keyframe_plan(keyframe_times: list[float], info: VideoInfo, sampling: Sampli
     return SamplingPlan(chosen, [keyframe_times[k] for k in chosen], len(chosen) / max(end - begin, 1e-6),
                         segment_ranges(len(chosen), sampling.segment_frames), sampling.segment_frames,
                         end, keyframes_only=True, offset=begin)
+
+
+@dataclass(frozen=True)
+class VideoProbed:
+    """The video was opened and the sampling plan is known."""
+
+    path: str
+    duration: float
+    native_fps: float
+    total_frames: int
+    width: int
+    height: int
+    sampled_frames: int
+    real_fps: float
+    num_segments: int
+    backend: str
+    window: tuple[float, float] | None = None  # the part sampled (start, end) in seconds, when a range was asked

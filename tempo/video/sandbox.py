@@ -29,7 +29,7 @@ import torch
 
 from ..config import Limits, SamplingConfig
 from ..errors import TempoError, VideoError
-from ..events import VideoProbed
+from .sampling import VideoProbed
 from ..timing import StageTimer
 from .patches import PatchGeometry
 from .readers import open_video

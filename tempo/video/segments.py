@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from ..config import Limits, SamplingConfig
-from ..events import VideoProbed
+from .sampling import VideoProbed
 from ..timing import StageTimer
 from .patches import PatchGeometry, fit_long_edge, model_frames, patchify
 from .readers import FrameReader, decode_workers, is_long, open_sparse, open_video, plan_sampling
