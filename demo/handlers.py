@@ -16,7 +16,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from tempo.analysis import most_relevant, usable
-from tempo.engine import check_file, closer_window
+from tempo.engine import check_file
 from tempo.errors import InputError, TempoError
 from tempo.events import (AllocationDone, AnswerToken, Finished, SegmentCompressed, SegmentRead, VideoProbed,
                           Zoomed)
@@ -129,7 +129,7 @@ def look_closer(server: Server, video: object, question: str, moment: object, *,
         looked = most_relevant(shown.segments, 1)
         seconds = (looked[0].start + looked[0].end) / 2 if looked else shown.video.duration / 2
     sampling = server.request(video, question, settings, bool(every_token)).config.sampling
-    window = closer_window(float(seconds), shown.video.duration, sampling)
+    window = sampling.closer_window(float(seconds), shown.video.duration)
     if window is None:
         raise refusal(InputError(f"This video samples at {sampling.fps:g} frames per second throughout already: "
                                  "there is nothing closer to see."))

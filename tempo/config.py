@@ -54,6 +54,20 @@ class SamplingConfig:
     start: float | None = None  # seconds: sample only from here (None: the beginning) ...
     end: float | None = None  # ... up to here (None: the end); times stay the video's own
 
+    def stretch(self, duration: float) -> tuple[float, float]:
+        """What this samples of a video `duration` seconds long: its range, or the whole video."""
+        return self.start or 0.0, duration if self.end is None else min(self.end, duration)
+
+    def closer_window(self, moment: float, duration: float) -> tuple[float, float] | None:
+        """The stretch around `moment` that samples at the full rate within the frame cap (max_frames / fps
+        seconds), kept inside the stretch sampled; None when that samples at the full rate already."""
+        width = self.max_frames / self.fps
+        low, high = self.stretch(duration)
+        if width >= high - low:
+            return None
+        start = min(max(low, moment - width / 2), high - width)
+        return round(start, 1), round(start + width, 1)
+
 
 @dataclass(frozen=True)
 class AllocationConfig:

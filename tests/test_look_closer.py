@@ -10,7 +10,6 @@ import tempo
 from demo import handlers
 from demo.chat import Conversation
 from demo.server import Server
-from tempo.engine import closer_window
 
 TEN_MINUTES = "examples/synthetic-900002-10min.mp4"
 QUESTION = "When does the yellow star appear?"
@@ -23,7 +22,7 @@ QUESTION = "When does the yellow star appear?"
     (60.0, 150.0, None),  # a video that samples at the full rate already
 ])
 def test_the_window_samples_at_the_full_rate_around_the_moment(moment, duration, window):
-    assert closer_window(moment, duration, tempo.SamplingConfig()) == window
+    assert tempo.SamplingConfig().closer_window(moment, duration) == window
 
 
 @pytest.fixture(scope="module")

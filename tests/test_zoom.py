@@ -9,7 +9,7 @@ import pytest
 
 import tempo
 from tempo.config import RunConfig, SamplingConfig, Zoom
-from tempo.engine.zoom import (asks_order, closer_window, coarse_to_fine, moment_of, peaks, reason_to_zoom,
+from tempo.engine.zoom import (asks_order, coarse_to_fine, moment_of, peaks, reason_to_zoom,
                                zoomable)
 from tempo.events import Compressed, Compression, Finished, SegmentCompressed, VideoProbed, Zoomed
 from tempo.video import SamplingPlan
@@ -38,12 +38,12 @@ def test_a_question_of_order_names_two_things():
 
 
 def test_the_window_samples_at_the_full_rate_inside_the_range_asked():
-    assert closer_window(2418.0, 2700.0, SamplingConfig()) == (2162.0, 2674.0)
-    assert closer_window(2690.0, 2700.0, SamplingConfig()) == (2188.0, 2700.0)  # kept inside the video
-    assert closer_window(100.0, 500.0, SamplingConfig()) is None  # 2 fps throughout already
+    assert SamplingConfig().closer_window(2418.0, 2700.0) == (2162.0, 2674.0)
+    assert SamplingConfig().closer_window(2690.0, 2700.0) == (2188.0, 2700.0)  # kept inside the video
+    assert SamplingConfig().closer_window(100.0, 500.0) is None  # 2 fps throughout already
     ranged = replace(SamplingConfig(), start=1000.0, end=2000.0)
-    assert closer_window(1010.0, 2700.0, ranged) == (1000.0, 1512.0)  # kept inside the range
-    assert closer_window(1500.0, 2700.0, replace(ranged, end=1400.0)) is None
+    assert ranged.closer_window(1010.0, 2700.0) == (1000.0, 1512.0)  # kept inside the range
+    assert replace(ranged, end=1400.0).closer_window(1500.0, 2700.0) is None
     probed = VideoProbed("v.mp4", 120.0, 4.0, 480, 512, 256, 64, 0.53, 8, "test")
     assert zoomable(probed, SMALL) and not zoomable(probed, SamplingConfig())
 

@@ -20,7 +20,6 @@ sys.path.insert(0, str(ROOT))
 import tempo  # noqa: E402
 from demo.server import load_examples  # noqa: E402
 from tempo.analysis import most_relevant  # noqa: E402
-from tempo.engine import closer_window  # noqa: E402
 
 
 def main() -> int:
@@ -34,7 +33,7 @@ def main() -> int:
         whole = tempo.answer(model, example.video, example.question, config)
         looked = most_relevant(whole.segments, 1)[0]
         moment = (looked.start + looked.end) / 2
-        window = closer_window(moment, whole.video.duration, config.sampling)
+        window = config.sampling.closer_window(moment, whole.video.duration)
         row = {"video": Path(example.video).name, "question": example.question, "expected": example.expected,
                "evidence": example.evidence, "whole": {"answer": whole.answer,
                                                         "right": example.graded(whole, config.sampling)},

@@ -47,16 +47,6 @@ def answers(plan, event: tuple[float, float]) -> dict[str, tuple[float, float]]:
             "frames": (frames[0], frames[-1] + 1 / plan.real_fps), "shown": len(shown), "step": step}
 
 
-def zoom_window(moment: float, duration: float, sampling: SamplingConfig) -> tuple[float, float] | None:
-    """The stretch around `moment` that samples at the full rate within the frame cap, inside the video; None when
-    the whole video already does."""
-    width = sampling.max_frames / sampling.fps
-    if width >= duration:
-        return None
-    start = min(max(0.0, moment - width / 2), duration - width)
-    return round(start, 1), round(start + width, 1)
-
-
 def sampled(duration: float, window: tuple[float, float] | None = None):
     info = VideoInfo("synthetic", round(duration * FILE_FPS), FILE_FPS, 512, 256, "synthetic")
     start, end = window or (None, None)
@@ -75,7 +65,7 @@ def main() -> int:
         event = interval.evidence[0]
         cell = rows[next(b for b in BINS if b[0] <= video.duration < b[1])]
         whole = answers(sampled(video.duration), event)
-        window = zoom_window((event[0] + event[1]) / 2, video.duration, SamplingConfig())
+        window = SamplingConfig().closer_window((event[0] + event[1]) / 2, video.duration)
         zoomed = answers(sampled(video.duration, window), event) if window else whole
         for name, got in (("", whole), ("zoom, ", zoomed)):
             for rule in RULES:

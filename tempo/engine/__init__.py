@@ -14,11 +14,10 @@ from .host import (Accelerate, answer, check_duration, check_file, check_questio
                    run, serve)
 from ..model.prompts import Exchange
 from .job import Answers, Dialogue, Job
-from .zoom import closer_window
 
 __all__ = [
     "Accelerate", "Answers", "Compressed", "Compression", "Dialogue", "EncodedSegment", "Exchange", "Job",
-    "VideoCache", "VideoEntry", "VideoKey", "allocate_tokens", "answer", "check_duration", "closer_window", "check_file", "check_question", "check_size", "checked",
+    "VideoCache", "VideoEntry", "VideoKey", "allocate_tokens", "answer", "check_duration", "check_file", "check_question", "check_size", "checked",
     "compress_batch", "default_cache", "effective_budget", "encode_batch", "execute", "micro_batches",
     "open_decoder", "out_of_memory_as_error", "respond", "run", "serve", "warm_up_decoding",
 ]

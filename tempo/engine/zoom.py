@@ -43,25 +43,9 @@ def reason_to_zoom(question: str, mode: str) -> str | None:
     return None
 
 
-def bounds(sampling: SamplingConfig, duration: float) -> tuple[float, float]:
-    """The stretch a run samples: its time range, or the whole video."""
-    return sampling.start or 0.0, duration if sampling.end is None else min(sampling.end, duration)
-
-
-def closer_window(moment: float, duration: float, sampling: SamplingConfig) -> tuple[float, float] | None:
-    """The stretch around `moment` that samples at the full rate within the frame cap (max_frames / fps seconds),
-    kept inside the range sampled (or the video); None when that range samples at the full rate already."""
-    width = sampling.max_frames / sampling.fps
-    low, high = bounds(sampling, duration)
-    if width >= high - low:
-        return None
-    start = min(max(low, moment - width / 2), high - width)
-    return round(start, 1), round(start + width, 1)
-
-
 def zoomable(probed: VideoProbed, sampling: SamplingConfig) -> bool:
-    """Whether a closer window exists: the range sampled is longer than the full rate can cover."""
-    low, high = bounds(sampling, probed.duration)
+    """Whether a closer window exists: the stretch sampled is longer than the full rate can cover."""
+    low, high = sampling.stretch(probed.duration)
     return sampling.max_frames / sampling.fps < high - low
 
 
@@ -107,7 +91,7 @@ def coarse_to_fine(serve: Serve, question: str, config: RunConfig, allocate: Cal
     if whole is None:
         return
     moment = moment_of(whole, question, config.sampling)
-    window = None if moment is None else closer_window(moment, whole.video.duration, config.sampling)
+    window = None if moment is None else config.sampling.closer_window(moment, whole.video.duration)
     if window is None:  # a question of order whose two moments lie further apart than a window
         yield from answered_again(serve, config)
         return
