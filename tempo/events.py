@@ -34,10 +34,10 @@ class SegmentCompressed:
 
 @dataclass
 class Compression:
-    """The compressor's output for one question about one video: every segment's memory [k_max, d_s] and
+    """The compressor's output for one query about one video: every segment's memory [k_max, d_s] and
     relevance, with the video and sampling they came from; all an answer needs, and what the cache keeps."""
 
-    question: str
+    query: str  # what the compressor read (the question, or the previous one with it; see compressor_query)
     video: VideoProbed
     plan: SamplingPlan
     memories: list[torch.Tensor] = field(default_factory=list)

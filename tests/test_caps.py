@@ -39,8 +39,8 @@ class Entry:
         return self.segment_bytes + sum(c.nbytes for c in self.compressions.values())
 
 
-def compression(question: str) -> SimpleNamespace:
-    return SimpleNamespace(question=question, nbytes=1)
+def compression(query: str) -> SimpleNamespace:
+    return SimpleNamespace(query=query, nbytes=1)
 
 
 def test_each_cap_is_a_server_setting_read_from_its_variable(monkeypatch):

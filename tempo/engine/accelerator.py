@@ -90,7 +90,7 @@ def respond(model: TempoModel, compression: Compression, config: RunConfig, time
             dialogue: Dialogue | None = None) -> Iterator[Event]:
     """Allocate the budget over a compression and stream the answer to `dialogue` (default: the compression's
     question, on its own): `AllocationDone`, `AnswerToken`s, then `Finished`."""
-    dialogue = dialogue or Dialogue(compression.question)
+    dialogue = dialogue or Dialogue(compression.query)
     allocation, k_max, budget = config.allocation, model.spec.num_memory_tokens, effective_budget(model, config)
     with timer.stage("allocate"), torch.inference_mode():
         tokens = allocate_tokens(model, compression.relevance, config)
@@ -132,7 +132,7 @@ def compress_segments(model: TempoModel, job: Job) -> Generator[Event, None, Com
     try:
         for batch in micro_batches(job.segments, job.config.micro_batch):
             batch = encode_batch(model, batch, job.timer)
-            batch_memories, batch_relevance = compress_batch(model, batch, job.question, job.plan, job.timer)
+            batch_memories, batch_relevance = compress_batch(model, batch, job.query, job.plan, job.timer)
             for segment, memory, score in zip(batch, batch_memories, batch_relevance):
                 memories.append(memory)
                 relevance.append(score)
@@ -146,8 +146,8 @@ def compress_segments(model: TempoModel, job: Job) -> Generator[Event, None, Com
         if hasattr(job.segments, "close"):
             job.segments.close()
     log.info("compressed %d segments for a question in %.1f s", len(memories), time.perf_counter() - started)
-    compression = Compression(job.question, job.video, job.plan, memories, relevance)
-    yield Compressed(Compression(job.question, job.video, job.plan, [m.cpu() for m in memories], relevance), kept)
+    compression = Compression(job.query, job.video, job.plan, memories, relevance)
+    yield Compressed(Compression(job.query, job.video, job.plan, [m.cpu() for m in memories], relevance), kept)
     return compression
 
 

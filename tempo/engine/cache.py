@@ -43,7 +43,7 @@ class VideoEntry:
     probed: VideoProbed
     plan: SamplingPlan
     segments: list[PreparedSegment | EncodedSegment]
-    compressions: OrderedDict[str, Compression] = field(default_factory=OrderedDict)  # by question, least recent first
+    compressions: OrderedDict[str, Compression] = field(default_factory=OrderedDict)  # by query, least recent first
 
     @property
     def nbytes(self) -> int:
@@ -92,24 +92,24 @@ class VideoCache:
             self._entries.move_to_end(key)
             self._evict()
 
-    def compression(self, key: VideoKey, question: str) -> Compression | None:
-        """The compression for `question` of a cached video, if kept."""
+    def compression(self, key: VideoKey, query: str) -> Compression | None:
+        """The compression for `query` of a cached video, if kept."""
         with self._lock:
             entry = self._entries.get(key)
-            found = entry.compressions.get(question) if entry is not None else None
+            found = entry.compressions.get(query) if entry is not None else None
             if found is not None:
-                entry.compressions.move_to_end(question)
+                entry.compressions.move_to_end(query)
             return found
 
     def remember(self, key: VideoKey, compression: Compression) -> None:
         """Keep `compression` with its cached video (nothing happens if the video is not cached)."""
-        question = compression.question
+        query = compression.query
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
                 return
-            entry.compressions[question] = compression
-            entry.compressions.move_to_end(question)
+            entry.compressions[query] = compression
+            entry.compressions.move_to_end(query)
             while len(entry.compressions) > self.questions_per_video or \
                     (entry.nbytes > self.max_bytes and len(entry.compressions) > 1):
                 entry.compressions.popitem(last=False)

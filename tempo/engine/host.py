@@ -211,7 +211,7 @@ def decoded_here(source: Source, make_job: Callable[..., Job], accelerate: Accel
     keep = cache.max_bytes if source.key is not None else 0
     for event in accelerate(make_job(segments=source.decoder.segments(), keep_vision_bytes=keep)):
         if isinstance(event, Compressed) and event.vision is not None:
-            compressions = OrderedDict({event.compression.question: event.compression})
+            compressions = OrderedDict({event.compression.query: event.compression})
             cache.put(source.key, VideoEntry(source.probed, source.plan, event.vision, compressions))
         yield event
 

@@ -28,10 +28,10 @@ class Dialogue:
 
 @dataclass(frozen=True)
 class Job:
-    """One trip to the accelerator: compress `segments` for `question` (unless `compression` is given), then answer
+    """One trip to the accelerator: compress `segments` for `query` (unless `compression` is given), then answer
     once per config in `answers` (an ask has one, a comparison two, a budget sweep six)."""
 
-    question: str  # what the compressor reads (the cache keeps its compression under it)
+    query: str  # what the compressor reads (the cache keeps its compression under it)
     video: VideoProbed
     plan: SamplingPlan
     config: RunConfig  # the run's sampling and micro-batch
@@ -40,7 +40,7 @@ class Job:
     segments: Iterable[PreparedSegment | EncodedSegment] = ()
     compression: Compression | None = None
     keep_vision_bytes: int = 0  # send the vision features back with the compression while they fit in this
-    dialogue: Dialogue | None = None  # what the decoder answers (None: `question`, on its own)
+    dialogue: Dialogue | None = None  # what the decoder answers (None: `query`, on its own)
 
     @property
     def to_compress(self) -> int:
