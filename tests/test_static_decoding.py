@@ -5,10 +5,11 @@ on CUDA at Tempo-6B's sizes."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from tempo.config import GenerationConfig
-from tempo.model.static_decoding import StaticDecoding
+from tempo.model.static_decoding import ATTENTIONS, StaticDecoding
 
 
 def eager_and_static(model, embeds, tokens):
@@ -93,3 +94,23 @@ def test_both_ways_of_attending_agree(fixture_model):
                                    attention=attention)
             logits[attention] = torch.stack([steps.step(token) for token in tokens])
     assert (logits["fused"] - logits["split"]).abs().max() < 1e-5
+
+
+@pytest.mark.filterwarnings("ignore:.*flex_attention called without torch.compile")
+def test_every_way_of_attending_agrees(fixture_model):
+    """Split-KV (flash-decoding, each piece its own softmax, combined by log-sum-exp) and FlexAttention compute what
+    the fused kernel does, over a cache of three pieces whose last is partly filled."""
+    decoder = fixture_model.decoder
+    embeds = decoder_embeds(fixture_model, 600)
+    tokens = torch.randint(0, 3000, (12,), generator=torch.Generator().manual_seed(4)).tolist()
+    logits = {}
+    with torch.inference_mode():
+        for attention in ATTENTIONS:
+            _, cache = decoder.prefill(embeds)
+            steps = StaticDecoding(decoder.lm, [layer.keys for layer in cache.layers],
+                                   [layer.values for layer in cache.layers], len(tokens), graph=False,
+                                   attention=attention)
+            assert steps.capacity == 768
+            logits[attention] = torch.stack([steps.step(token) for token in tokens])
+    for attention in ATTENTIONS:
+        assert (logits[attention] - logits["fused"]).abs().max() < 1e-5, attention

@@ -1,7 +1,7 @@
 """The GPU check's comparisons of each fast path with its baseline, in the same run: the vision tower's stacked
 attention against transformers' pair-by-pair calls (and micro-batches against the released single batch), decoding
-steps replayed as CUDA graphs against the eager forward (and the two ways a step attends), and pixels normalised on
-the device against on the host."""
+steps replayed as CUDA graphs against the eager forward (the ways a step attends and compiled steps are in
+`compiled`), and pixels normalised on the device against on the host."""
 
 from __future__ import annotations
 
@@ -80,7 +80,6 @@ def decoding(model: TempoModel, video: runs.Video, first: runs.Request, answer_t
     figures["per_token_speedup"] = round(figures["eager"]["per_token_s"] / figures["graphs"]["per_token_s"], 2)
     embeds = hour_decoder_inputs(model, compression, video)
     figures.update(graph_agreement(model, embeds, figures["eager"]["token_ids"]))
-    figures["step_attention"] = step_attention(model, embeds, 4 * answer_tokens)
     with contextlib.suppress(Exception):  # a profiler that cannot see the device costs only this figure
         figures["step_profile"] = step_profile(model, embeds)
     return figures
@@ -97,14 +96,14 @@ def hour_decoder_inputs(model: TempoModel, compression: Compression, video: runs
 
 
 def static_steps(model: TempoModel, embeds: torch.Tensor, room: int, graph: bool,
-                 **attention: str) -> tuple[StaticDecoding, object]:
-    """A static decoding after the prefill of `embeds` (attending as `attention=` says, else as the decoder does),
-    and a second (dynamic) cache of that prefill."""
+                 **options) -> tuple[StaticDecoding, object]:
+    """A static decoding after the prefill of `embeds` (with StaticDecoding's `options`: how it attends, its
+    layers), and a second (dynamic) cache of that prefill."""
     decoder = model.decoder
     _, cache = decoder.prefill(embeds)
     _, fresh = decoder.prefill(embeds)
     steps = StaticDecoding(decoder.lm, [layer.keys for layer in fresh.layers], [layer.values for layer in fresh.layers],
-                           room, graph=graph, **attention)
+                           room, graph=graph, **options)
     return steps, cache
 
 
@@ -122,26 +121,6 @@ def graph_agreement(model: TempoModel, embeds: torch.Tensor, tokens: list[int]) 
         same += int(eager.argmax() == graphed.argmax())
     return {"logits_max_relative": worst, "argmax_agree": f"{same}/{len(tokens) - 1}",
             "within_tolerance": worst <= BF16_RTOL if model.dtype != torch.float32 else worst <= 1e-5}
-
-
-@torch.inference_mode()
-def step_attention(model: TempoModel, embeds: torch.Tensor, steps_timed: int) -> dict:
-    """One graphed step per way of attending over the hour's cache: milliseconds per step, and the split products'
-    logits against the fused kernel's."""
-    figures, logits = {}, {}
-    graph = model.device.type == "cuda"
-    for attention in ("fused", "split"):
-        steps, _ = static_steps(model, embeds, steps_timed + 8, graph, attention=attention)
-        logits[attention] = torch.stack([steps.step(11 + i) for i in range(8)]).float()  # also warms it up
-        runs.synchronize(model.device)
-        started = time.perf_counter()
-        for i in range(steps_timed):
-            steps.step(19 + i)
-        runs.synchronize(model.device)
-        figures[f"{attention}_ms"] = round(1000 * (time.perf_counter() - started) / steps_timed, 3)
-    difference = (logits["fused"] - logits["split"]).norm(dim=-1) / logits["fused"].norm(dim=-1)
-    figures["split_vs_fused_relative"] = difference.max().item()
-    return figures
 
 
 @torch.inference_mode()

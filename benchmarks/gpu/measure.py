@@ -1,6 +1,8 @@
-"""The GPU check's measurements, in one process: conformance on the device, Tempo-6B at its real sizes loaded from
-the released format, a 1-hour and a 10-minute video end to end with every stage timed, follow-ups, the compressor
-against the released single batch, and each speed-up against its baseline in the same run.
+"""The GPU check's measurements: conformance on the device, Tempo-6B at its real sizes loaded from the released
+format, a 1-hour and a 10-minute video end to end with every stage timed, follow-ups, each decoding path (CUDA
+graphs, split-KV attention, the layer step compiled ahead of time) against the others, the stages' share of the
+device's ceilings, the compressor against the released single batch, each speed-up against its baseline in the same
+run, and a cold call: a fresh process given the model in host memory, as a ZeroGPU worker is.
 
     python -m benchmarks.gpu.measure --out DIR        # on a CUDA GPU (benchmarks/gpu/check runs this)
     python -m benchmarks.gpu.measure --dry-run --out DIR   # the same sequence on the CPU with tiny sizes
@@ -22,16 +24,17 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import torch
 
+from benchmarks.gpu import ceilings, cold_call, compiled, fast_paths, runs
 from benchmarks.gpu.checkpoint import TEMPLATE, TEMPO_6B, TINY, Shapes, parameter_count, write_checkpoint
-from benchmarks.gpu import fast_paths, runs
-from tempo.conformance import BF16_RTOL, check_set
+from benchmarks.gpu.report import HEADLINE, headline, verdicts
 from tempo.config import SamplingConfig
+from tempo.conformance import check_set
 from tempo.model import TempoModel, from_pretrained
 
 log = logging.getLogger("gpu-check")
@@ -50,10 +53,11 @@ class Sizes:
     micro_batches: tuple[int, ...]
     conformance_cases: tuple[str, ...] | None  # None: every case
     budget_s: float  # phases that would start after this are skipped
+    build_until_s: float  # compiled packages that would start building after this are skipped
 
 
-GPU = Sizes(TEMPO_6B, "cuda", 1024, (640, 360), 64, 3, (1, 4, 8, 16, 32), None, 330.0)
-DRY_RUN = Sizes(TINY, "cpu", 64, (160, 90), 8, 1, (1, 4), ("shapes_red_circle",), 600.0)
+GPU = Sizes(TEMPO_6B, "cuda", 1024, (640, 360), 64, 3, (1, 4, 8, 16, 32), None, 330.0, 210.0)
+DRY_RUN = Sizes(TINY, "cpu", 64, (160, 90), 8, 1, (1, 4), ("shapes_red_circle",), 900.0, 900.0)
 VIDEOS = {"hour": 3600.0, "ten_minutes": 600.0}
 
 
@@ -109,31 +113,7 @@ def environment(device: torch.device) -> dict:
         properties = torch.cuda.get_device_properties(device)
         figures.update(gpu=properties.name, gpu_memory_gb=round(properties.total_memory / 1e9, 1),
                        multiprocessors=properties.multi_processor_count, cuda=torch.version.cuda)
-        figures.update(device_ceilings(device))
-    return figures
-
-
-def device_ceilings(device: torch.device) -> dict:
-    """The two rates the GPU figures are measured against: a large bf16 matrix product, and host-to-device copies
-    (pinned and pageable; how weights and pixels reach the GPU)."""
-    a = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
-    for _ in range(3):
-        a @ a
-    runs.synchronize(device)
-    started = time.perf_counter()
-    for _ in range(10):
-        a @ a
-    runs.synchronize(device)
-    tflops = 10 * 2 * 8192**3 / (time.perf_counter() - started) / 1e12
-    figures = {"bf16_matmul_tflops": round(tflops, 1)}
-    for kind, host in (("pinned", torch.empty(2**30, dtype=torch.uint8).pin_memory()),
-                       ("pageable", torch.empty(2**30, dtype=torch.uint8))):
-        host.to(device)
-        runs.synchronize(device)
-        started = time.perf_counter()
-        host.to(device)
-        runs.synchronize(device)
-        figures[f"host_to_device_{kind}_gb_s"] = round(2**30 / (time.perf_counter() - started) / 1e9, 1)
+    figures.update(ceilings.device_ceilings(device))
     return figures
 
 
@@ -205,43 +185,42 @@ def follow_ups(model: TempoModel, video: runs.Video, first: runs.Request, sizes:
             "keeping_vision_saves_s": round(pixels_cached.total_s - vision_cached.total_s, 4)}
 
 
-def headline(check: Check) -> None:
-    """The keys every run of the check has at its top, so that runs can be compared."""
-    phases, figures = check.figures["phases"], check.figures
-    conformance_figures = phases.get("conformance", {})
-    if "float32" in conformance_figures:
-        f32, b16 = conformance_figures["float32"], conformance_figures["bfloat16"]
-        figures["conformance"] = (f"{f32['passed']}/{f32['checks']} float32, {b16['passed']}/{b16['checks']} bf16 "
-                                  f"within {BF16_RTOL:.0e} ({b16['discrete_flipped']} of {b16['discrete']} "
-                                  "discrete results flipped)")
-    hour = phases.get("hour", {})
-    figures["hour_seconds"] = hour.get("total_s")
-    figures["followup_seconds"] = phases.get("follow_ups", {}).get("asked_again", {}).get("total_s")
-    peaks = [p.get("peak_memory_gb") for p in (hour, phases.get("ten_minutes", {})) if p.get("peak_memory_gb")]
-    figures["peak_memory_gb"] = max(peaks) if peaks else None
-    figures["compressor_speedup"] = phases.get("compressor", {}).get("speedup_fastest")
+def compiled_phase(model: TempoModel, hour: runs.Video, first: runs.Request, sizes: Sizes, check: Check,
+                   directory: Path) -> dict:
+    """Every decoding path over the hour's inputs, teacher-forced on the first answer's tokens; the bandwidth floor
+    at that cache length; the fastest compiled path within tolerance through the app's own requests."""
+    embeds = fast_paths.hour_decoder_inputs(model, runs.compression_of(first), hour)
+    tokens = first.finished.token_ids
+    directory.mkdir(parents=True, exist_ok=True)
+    figures = compiled.decoding_paths(model, embeds, tokens, 4 * sizes.answer_tokens, directory,
+                                      check.started + sizes.build_until_s)
+    bandwidth = check.figures["phases"].get("environment", {}).get("memory_gb_s")
+    if bandwidth:
+        figures["floor"] = ceilings.decoding_floor(model, len(embeds) + len(tokens) // 2, bandwidth)
+    best = figures["fastest_compiled"]
+    if best is not None:
+        attention = best.removeprefix("compiled_")
+        figures["requests"] = compiled.compiled_requests(model, hour, first, figures["packages"][attention]["path"],
+                                                         sizes.answer_tokens)
+    return figures
 
 
-def verdicts(figures: dict) -> list[str]:
-    """What the run shows to be wrong: conformance failures, and fast paths whose outputs left their tolerance."""
-    phases, failed = figures["phases"], []
-    for dtype, result in phases.get("conformance", {}).items():
-        if isinstance(result, dict) and result.get("failures"):
-            failed.append(f"conformance in {dtype}: {len(result['failures'])} checks failed")
-    decoding = phases.get("decoding", {})
-    if decoding and not decoding.get("within_tolerance"):
-        failed.append(f"graphed decoding's logits off by {decoding.get('logits_max_relative')} relative")
-    split = decoding.get("step_attention", {}).get("split_vs_fused_relative")
-    if split is not None and split > BF16_RTOL:
-        failed.append(f"split attention off the fused kernel by {split:.2e} relative")
-    if phases.get("follow_ups", {}).get("same_answer_from_cache") is False:
-        failed.append("the answer from the cached compression differs from the first answer")
-    stacked = phases.get("compressor", {}).get("stacked_vs_per_pair_relative")
-    if stacked is not None and stacked > BF16_RTOL:
-        failed.append(f"stacked vision attention off the per-pair path by {stacked:.2e} relative")
-    if phases.get("pixels", {}).get("identical") is False:
-        failed.append("pixels normalised on the device differ from the host's")
-    return failed
+def utilisation(model: TempoModel, hour: runs.Video, first: runs.Request, check: Check) -> dict:
+    """FLOPs counted over the hour's work, against the first answer's stage times and the product ceiling."""
+    embeds = fast_paths.hour_decoder_inputs(model, runs.compression_of(first), hour)
+    flops = ceilings.counted_flops(model, hour, embeds)
+    tflops = check.figures["phases"]["environment"]["matmul_tflops"]
+    return {"flops": flops, "ceiling_tflops": tflops, **ceilings.utilisation(flops, first.figures()["stages"], tflops)}
+
+
+def cold(model: TempoModel, hour: runs.Video, first: runs.Request, sizes: Sizes, check: Check) -> dict:
+    """The cold call, with the fastest compiled package when one was built; its answer against the first one."""
+    decoding = check.figures["phases"].get("compiled", {})
+    best = decoding.get("fastest_compiled")
+    package = decoding["packages"][best.removeprefix("compiled_")]["path"] if best else None
+    figures = cold_call.cold_call(model, hour, sizes.answer_tokens, package)
+    figures["same_tokens"] = figures.pop("token_ids") == first.finished.token_ids
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -293,18 +272,23 @@ def main(argv: list[str] | None = None) -> int:
                 figures.update(follow_ups(model, hour, first["hour"], sizes))
             with check.phase("decoding") as figures:
                 figures.update(fast_paths.decoding(model, hour, first["hour"], sizes.answer_tokens))
+            with check.phase("compiled") as figures:
+                figures.update(compiled_phase(model, hour, first["hour"], sizes, check, scratch / "packages"))
+            with check.phase("mfu") as figures:
+                figures.update(utilisation(model, hour, first["hour"], check))
         with check.phase("compressor") as figures:
             figures.update(fast_paths.compressor_batches(model, hour, sizes.micro_batches))
         with check.phase("pixels") as figures:
             figures.update(fast_paths.pixels_on_device(model, hour))
+        if "hour" in first:
+            with check.phase("cold_call") as figures:
+                figures.update(cold(model, hour, first["hour"], sizes, check))
     finally:
-        headline(check)
+        headline(check.figures)
         check.figures["failed"] = verdicts(check.figures)
         check.save()
         shutil.rmtree(scratch, ignore_errors=True)
-    print(json.dumps({key: check.figures.get(key) for key in ("device", "hour_seconds", "followup_seconds",
-                                                              "peak_memory_gb", "compressor_speedup", "conformance")},
-                     indent=1))
+    print(json.dumps({key: check.figures.get(key) for key in HEADLINE}, indent=1))
     errors, failed = check.figures["errors"], check.figures["failed"]
     if errors:
         print(f"{len(errors)} phase(s) failed or were skipped: {', '.join(errors)}", file=sys.stderr)
@@ -314,4 +298,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Leave without native exit handlers: with decord loaded (RTLD_GLOBAL) before AOTInductor packages, its copy of
+    # the C++ thread-exit handler double-freed or hung at exit (torch 2.13, CPU) after every figure was saved.
+    os._exit(code)

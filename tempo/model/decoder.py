@@ -77,6 +77,8 @@ class GlobalDecoder(nn.Module):
             "past_key_values"
         # On a GPU, each generated token replays one CUDA graph (`static_decoding`); off, the eager forward.
         self.cuda_graphs = "sliding_attention" not in (getattr(config, "layer_types", None) or ())
+        # Layer steps compiled ahead of time (`compiled_decoding.CompiledLayers`) for those steps; None: eager layers.
+        self.compiled: Sequence[Callable[..., torch.Tensor]] | None = None
 
     def embed(self, ids: list[int]) -> torch.Tensor:
         weight = self.lm.get_input_embeddings().weight
@@ -113,7 +115,7 @@ class GlobalDecoder(nn.Module):
             return None
         try:
             return StaticDecoding(self.lm, [layer.keys for layer in cache.layers],
-                                  [layer.values for layer in cache.layers], room, graph=True)
+                                  [layer.values for layer in cache.layers], room, graph=True, layers=self.compiled)
         except RuntimeError as exc:  # a driver or torch that cannot capture: answers stay right, only slower
             log.warning("decoding without CUDA graphs (capturing the decoder's step failed: %s)", exc)
             self.cuda_graphs = False

@@ -1,0 +1,85 @@
+"""The GPU check's JSON at a glance: the headline keys every run has at its top (so that runs can be compared), and
+the verdicts, what the run shows to be wrong (the check exits 1 on any)."""
+
+from __future__ import annotations
+
+from tempo.conformance import BF16_RTOL
+
+HEADLINE = ("device", "hour_seconds", "followup_seconds", "cold_call_seconds", "per_token_ms", "peak_memory_gb",
+            "vision_mfu", "compressor_mfu", "prefill_mfu", "compressor_speedup", "conformance")
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(1000 * seconds, 3)
+
+
+def headline(figures: dict) -> None:
+    """The headline keys, from the phases' figures (None where a phase is missing)."""
+    phases = figures["phases"]
+    conformance = phases.get("conformance", {})
+    if "float32" in conformance:
+        f32, b16 = conformance["float32"], conformance["bfloat16"]
+        figures["conformance"] = (f"{f32['passed']}/{f32['checks']} float32, {b16['passed']}/{b16['checks']} bf16 "
+                                  f"within {BF16_RTOL:.0e} ({b16['discrete_flipped']} of {b16['discrete']} "
+                                  "discrete results flipped)")
+    hour = phases.get("hour", {})
+    figures["hour_seconds"] = hour.get("total_s")
+    figures["followup_seconds"] = phases.get("follow_ups", {}).get("asked_again", {}).get("total_s")
+    figures["cold_call_seconds"] = phases.get("cold_call", {}).get("cold_call_s")
+    figures["per_token_ms"] = _ms(hour.get("stages", {}).get("per_token"))
+    peaks = [p.get("peak_memory_gb") for p in (hour, phases.get("ten_minutes", {})) if p.get("peak_memory_gb")]
+    figures["peak_memory_gb"] = max(peaks) if peaks else None
+    mfu = phases.get("mfu", {})
+    for key in ("vision_mfu", "compressor_mfu", "prefill_mfu"):
+        figures[key] = mfu.get(key)
+    figures["compressor_speedup"] = phases.get("compressor", {}).get("speedup_fastest")
+    decoding = phases.get("compiled", {})
+    figures["per_token_ms_by_path"] = {name: path.get("ms_per_token") for name, path in
+                                       decoding.get("paths", {}).items()}
+    figures["per_token_floor_ms"] = decoding.get("floor", {}).get("floor_ms")
+    figures["fastest_compiled"] = decoding.get("fastest_compiled")
+    requests = decoding.get("requests", {})
+    figures["hour_seconds_compiled"] = requests.get("hour", {}).get("total_s")
+    figures["followup_seconds_compiled"] = requests.get("asked_again", {}).get("total_s")
+    figures["package_build_s"] = {name: built.get("build_s") for name, built in decoding.get("packages", {}).items()}
+
+
+def verdicts(figures: dict) -> list[str]:
+    """What the run shows to be wrong: conformance failures, and fast or compiled paths whose outputs left their
+    tolerance or whose tokens differ."""
+    phases, failed = figures["phases"], []
+    for dtype, result in phases.get("conformance", {}).items():
+        if isinstance(result, dict) and result.get("failures"):
+            failed.append(f"conformance in {dtype}: {len(result['failures'])} checks failed")
+    decoding = phases.get("decoding", {})
+    if decoding and not decoding.get("within_tolerance"):
+        failed.append(f"graphed decoding's logits off by {decoding.get('logits_max_relative')} relative")
+    if phases.get("follow_ups", {}).get("same_answer_from_cache") is False:
+        failed.append("the answer from the cached compression differs from the first answer")
+    failed += compiled_verdicts(phases.get("compiled", {}))
+    if phases.get("cold_call", {}).get("same_tokens") is False:
+        failed.append("the cold call's answer differs from the warm first answer")
+    stacked = phases.get("compressor", {}).get("stacked_vs_per_pair_relative")
+    if stacked is not None and stacked > BF16_RTOL:
+        failed.append(f"stacked vision attention off the per-pair path by {stacked:.2e} relative")
+    if phases.get("pixels", {}).get("identical") is False:
+        failed.append("pixels normalised on the device differ from the host's")
+    return failed
+
+
+def compiled_verdicts(decoding: dict) -> list[str]:
+    """Every decoding path that ran must agree with the eager forward; a package that could not be built is not a
+    failure (it is listed under `packages`) unless none could be."""
+    failed = []
+    for name, path in decoding.get("paths", {}).items():
+        if "error" in path:
+            failed.append(f"decoding path {name} failed: {path['error'][:200]}")
+        elif not path.get("within_tolerance"):
+            failed.append(f"decoding path {name} off the eager forward: logits by {path['logits_max_relative']:.2e} "
+                          f"relative, {'same' if path['same_tokens'] else 'other'} tokens")
+    packages = decoding.get("packages", {})
+    if packages and not any("path" in built for built in packages.values()):
+        failed.append("no compiled decoding package could be built")
+    if decoding.get("requests", {}).get("same_tokens") is False:
+        failed.append("the answer with compiled decoding differs from the first answer")
+    return failed
