@@ -1,11 +1,13 @@
-"""GPU seconds a ZeroGPU Space reserves for each shipped example, from the app's own formula (`demo.device`).
+"""GPU seconds a ZeroGPU Space reserves, and is expected to use, for each shipped example, from the app's own
+formula (`demo.device`: `gpu_seconds` on the job each request builds, `GpuCost.used`).
 
 For every example: a first ask (the video compressed, one answer), the same question again (the compression
-comes from the server's cache: answers only), a comparison (two answers) and a budget sweep (six), at the page's
-defaults. A reservation covers answers of the full 512 max new tokens; the last columns use the same formula for
-answers of 30 tokens (a short answer, what these questions get), which is closer to what a visit uses. Then the
-same for 2-minute, 10-minute and 1-hour videos at 2 fps (the frame cap makes an hour 128 segments). The formula's
-constants are estimates for Tempo-6B on half an RTX Pro 6000 Blackwell until measured on one.
+comes from the server's cache: answers only), a comparison (two answers) and a budget sweep (six), as
+"reserved / used" seconds: before, at the library's 512 max new tokens; after, at the Space's own default (the
+settings table's max_new_tokens on a ZeroGPU Space). Used assumes answers of 64 tokens, the GPU check's. Then the
+same for 2-minute, 10-minute and 1-hour videos at 2 fps (the frame cap makes an hour 128 segments), and the 1-hour
+first questions each kind of visitor can ask a day (`GpuCost.questions_a_day`). The formula's constants are the
+GPU check's figures carried to half an RTX Pro 6000 Blackwell by data-sheet ratios, until measured on one.
 
     python benchmarks/gpu_reservations.py [--json reservations.json]
 """
@@ -20,31 +22,33 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from demo.device import COST, gpu_seconds  # noqa: E402
-from tempo.config import RunConfig, SamplingConfig  # noqa: E402
-from tempo.events import VideoProbed  # noqa: E402
+from demo.device import COST, ZEROGPU, gpu_seconds  # noqa: E402
+from tempo.config import RunConfig, SamplingConfig, setting_named  # noqa: E402
 from tempo.engine import Compression, Job  # noqa: E402
+from tempo.events import VideoProbed  # noqa: E402
 from tempo.timing import StageTimer  # noqa: E402
 from tempo.video import open_video, segment_ranges  # noqa: E402
 from tempo.video.segments import video_plan  # noqa: E402
 
 LENGTHS = {"2 min": 120, "10 min": 600, "1 h": 3600}
-SHORT_ANSWER = 30  # tokens
+ANSWER_TOKENS = 64  # what an answer is taken to use (the GPU check's answers)
+BEFORE = RunConfig().generation.max_new_tokens
+AFTER = setting_named("max_new_tokens").default(place="zero_gpu")
+REQUESTS = {"first ask": (1, False), "asked again": (1, True), "compare": (2, True), "sweep": (6, True)}
 
 
-def reservations(probed: VideoProbed, plan) -> dict[str, int]:
+def reservations(probed: VideoProbed, plan) -> dict[str, str]:
+    """'reserved / used' seconds per kind of request, before and after."""
 
-    def seconds(answers: int, compressed: bool, tokens: int | None = None) -> int:
-        config = RunConfig()
-        if tokens is not None:
-            config = config.with_settings({"max_new_tokens": tokens})
+    def seconds(answers: int, compressed: bool, max_new_tokens: int) -> str:
+        config = RunConfig().with_settings({"max_new_tokens": max_new_tokens})
         known = Compression("q", probed, plan) if compressed else None
         job = Job("q", probed, plan, config, (config,) * answers, StageTimer(), compression=known)
-        return gpu_seconds(job)
+        used = COST.used(job.to_compress, answers, ANSWER_TOKENS * answers)
+        return f"{gpu_seconds(job)} / {used:.0f}"
 
-    return {"first ask": seconds(1, False), "asked again": seconds(1, True), "compare": seconds(2, True),
-            "sweep": seconds(6, True), "first ask, short answer": seconds(1, False, SHORT_ANSWER),
-            "asked again, short answer": seconds(1, True, SHORT_ANSWER)}
+    return {f"{name}, {tokens}": seconds(answers, compressed, tokens)
+            for tokens in (BEFORE, AFTER) for name, (answers, compressed) in REQUESTS.items()}
 
 
 def of_length(seconds: float) -> tuple[VideoProbed, object]:
@@ -71,13 +75,21 @@ def main() -> int:
         probed, plan = of_length(seconds)
         rows[f"{name} video ({probed.num_segments} segments)"] = reservations(probed, plan)
     columns = list(next(iter(rows.values())))
-    print(f"GPU seconds reserved (at most {COST.cap:g} s a request)")
+    print(f"GPU seconds reserved / used (answers of {ANSWER_TOKENS} tokens), at max new tokens {BEFORE} (before) "
+          f"and {AFTER} (after); at most {COST.cap:g} s a request")
     print("| video | " + " | ".join(columns) + " |")
     print("|---|" + "---|" * len(columns))
     for name, row in rows.items():
         print(f"| {name} | " + " | ".join(str(row[c]) for c in columns) + " |")
+    visitors = {visitor: {tokens: COST.questions_a_day(visitor, 128, ANSWER_TOKENS, tokens)
+                          for tokens in (BEFORE, AFTER)} for visitor, _ in ZEROGPU.daily_minutes}
+    print(f"\n1-hour first questions a day (ZeroGPU page read {ZEROGPU.read}, size {COST.size}, counted "
+          f"{ZEROGPU.counted(COST.size):g}x):")
+    for visitor, asked in visitors.items():
+        print(f"  {visitor}: {asked[BEFORE]} at {BEFORE} max new tokens, {asked[AFTER]} at {AFTER}")
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1), encoding="utf-8")
+        Path(args.json).write_text(json.dumps({"requests": rows, "questions_a_day": visitors}, indent=1),
+                                   encoding="utf-8")
     return 0
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import gradio as gr
 import spaces
@@ -23,7 +23,6 @@ from tempo.model import TempoModel
 
 from .refusals import refusal
 
-
 # Dense bf16 TFLOP/s and memory TB/s from data sheets, to carry figures measured on one GPU to another. ZeroGPU's
 # default size is half an RTX Pro 6000 Blackwell: half of its 504 TFLOP/s (the workstation card's, as published by
 # resellers; NVIDIA's sheet gives only sparse FP4) and of its 1.792 TB/s. An estimate until a Space measures itself.
@@ -33,20 +32,74 @@ MARGIN = 1.25  # the factors are estimates: a reservation that falls short ends 
 
 
 @dataclass(frozen=True)
+class ZeroGpu:
+    """ZeroGPU as the hub's page (https://huggingface.co/docs/hub/spaces-zerogpu) described it when `read`: its
+    sizes (name, what it is, GB of GPU memory, how many times its seconds count against a visitor's day), the daily
+    GPU minutes per kind of visitor, and the torch and Python versions it runs."""
+
+    read: str = "2026-11-26"
+    sizes: tuple[tuple[str, str, int, float], ...] = (
+        ("large", "half an RTX Pro 6000 Blackwell (the default)", 48, 1.0),
+        ("xlarge", "a whole RTX Pro 6000 Blackwell", 96, 2.0))
+    daily_minutes: tuple[tuple[str, float], ...] = (("anonymous", 2.0), ("free", 5.0), ("pro", 40.0))
+    torch: tuple[str, ...] = ("2.8.0", "2.9.1", "2.10.0", "2.11.0")
+    python: tuple[str, ...] = ("3.10.13", "3.12.12")
+
+    def counted(self, size: str) -> float:
+        """How many times a second on `size` counts against a visitor's daily minutes."""
+        return next(factor for name, _, _, factor in self.sizes if name == size)
+
+    def daily_seconds(self, visitor: str) -> float:
+        return 60 * dict(self.daily_minutes)[visitor]
+
+
+ZEROGPU = ZeroGpu()
+
+
+@dataclass(frozen=True)
 class GpuCost:
     """GPU seconds for Tempo-6B on ZeroGPU's default size, fitted (`fitted`) from the GPU check's figures
     (benchmarks/results/gpu_check-h200.json): compute-bound stages scaled by bf16 throughput, each generated token
-    by memory bandwidth, with `MARGIN` on top."""
+    by memory bandwidth, with `MARGIN` on top. `reserved` is what a request asks for; `used`, what it is expected
+    to be charged (the fit without the margin, for the tokens the answers really take)."""
 
     start: float = 4.0  # a worker starts and the weights land on the GPU: ZeroGPU's own, not measurable here
     segment: float = 0.081  # the vision tower and the compressor over one 8-frame segment
     answer: float = 1.257  # the allocation and the decoder's prefill of one answer (~7k memory tokens)
     token: float = 0.058  # one generated token
-    cap: float = 80.0  # the most one request reserves: x1.5 on this GPU (spaces' duration factor) is 2 minutes,
-    #                    an anonymous visitor's daily quota
+    size: str = "large"  # the ZeroGPU size asked for: Tempo-6B peaks at 20 GB, inside its 48
+
+    @property
+    def cap(self) -> float:
+        """The most one request reserves: an anonymous visitor's whole day at this size (ZeroGPU starts a call only
+        when the seconds left cover its reservation)."""
+        return ZEROGPU.daily_seconds("anonymous") / ZEROGPU.counted(self.size)
+
+    def reserved(self, segments: int, answers: int, max_new_tokens: int) -> int:
+        """The reservation for compressing `segments` and `answers` answers of up to `max_new_tokens` in all."""
+        estimate = self.start + self.segment * segments + self.answer * answers + self.token * max_new_tokens
+        return math.ceil(min(self.cap, estimate))
+
+    def used(self, segments: int, answers: int, tokens: int) -> float:
+        """The GPU seconds such a request is expected to take when its answers are `tokens` long in all."""
+        return self.start + (self.segment * segments + self.answer * answers + self.token * tokens) / MARGIN
+
+    def questions_a_day(self, visitor: str = "anonymous", segments: int = 128, answer_tokens: int = 64,
+                        max_new_tokens: int = 512) -> int:
+        """First questions about a video of `segments` (an hour: 128) that a `visitor` ("anonymous", "free" or
+        "pro") can ask in a day, each answered in `answer_tokens` under a `max_new_tokens` reservation: a call
+        starts while the seconds left cover its reservation, and is charged what it uses, both counted at this
+        size's rate."""
+        left, asked, rate = ZEROGPU.daily_seconds(visitor), 0, ZEROGPU.counted(self.size)
+        if self.used(segments, 1, answer_tokens) > self.reserved(segments, 1, max_new_tokens):
+            return 0  # each call would be ended before its answer
+        while left >= self.reserved(segments, 1, max_new_tokens) * rate:
+            left -= self.used(segments, 1, answer_tokens) * rate
+            asked += 1
+        return asked
 
     @classmethod
-    def fitted(cls, figures: dict) -> "GpuCost":
+    def fitted(cls, figures: dict) -> GpuCost:
         """The costs a GPU check's figures give (`figures`: its JSON, from a GPU in `DATA_SHEETS`)."""
         flops, bandwidth = DATA_SHEETS[figures["device"]]
         compute = flops / ZEROGPU_HALF_RTX_PRO_6000[0] * MARGIN
@@ -63,10 +116,9 @@ COST = GpuCost()
 
 def gpu_seconds(job: Job) -> int:
     """The reservation for `job`: what it compresses (nothing when the compression is cached) and what it answers
-    (each answer's prefill and up to its max new tokens), within the cap."""
+    (each answer's prefill and up to its max new tokens, at the measured time per token), within the cap."""
     tokens = sum(config.generation.max_new_tokens for config in job.answers)
-    estimate = COST.start + COST.segment * job.to_compress + COST.answer * len(job.answers) + COST.token * tokens
-    return math.ceil(min(COST.cap, estimate))
+    return COST.reserved(job.to_compress, len(job.answers), tokens)
 
 
 def on_accelerator(model: TempoModel, job: Job) -> Iterator[object]:
@@ -98,10 +150,15 @@ class Device:
     remote: bool
     concurrency: int = 1
 
+    @property
+    def place(self) -> str | None:
+        """Where the model runs, for the settings table's defaults that depend on it (`tempo.config.PLACES`)."""
+        return "zero_gpu" if self.remote else None
+
 
 def on_device(model: TempoModel) -> Device:
     """`model`'s one GPU entry, decorated at start-up as ZeroGPU requires (inert off ZeroGPU)."""
-    accelerate = spaces.GPU(duration=gpu_seconds)(functools.partial(on_accelerator, model))
+    accelerate = spaces.GPU(duration=gpu_seconds, size=COST.size)(functools.partial(on_accelerator, model))
     zero_gpu = SpacesConfig.zero_gpu
     return Device(accelerate, remote=zero_gpu, concurrency=ZEROGPU_CONCURRENCY if zero_gpu else 1)
 

@@ -53,7 +53,7 @@ def input_panel(server: Server) -> Inputs:
         gr.Examples([[e.video, e.question] for e in server.examples], inputs=[upload, question],
                     example_labels=[e.label for e in server.examples])
     with gr.Accordion("Advanced settings", open=False):
-        settings = controls(server.model.spec)
+        settings = controls(server.model.spec, server.device.place)
         every_token = gr.Checkbox(label="Every memory token (the baseline: nothing dropped)")
         gr.Markdown(server_settings(server.limits), elem_id="tempo-server-settings")
     return Inputs(upload, preview, question, run, closer, cancel, settings, every_token)

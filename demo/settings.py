@@ -7,7 +7,7 @@ from typing import Mapping
 
 import gradio as gr
 
-from tempo.config import PAGE, SERVER, Limits, RunConfig, Setting, setting_named, settings
+from tempo.config import PAGE, PLACES, SERVER, Limits, RunConfig, Setting, setting_named, settings
 from tempo.model import CheckpointSpec
 
 COMPARED = ("strategy", "budget", "k_min", "truncation")  # what the other side of a comparison may change
@@ -15,9 +15,14 @@ OTHER = "other_"  # a comparison's other side: other_strategy, other_budget, ...
 OTHER_DEFAULTS = {"strategy": "uniform"}  # ATA against a uniform share: the paper's comparison
 
 
-def control(setting: Setting, spec: CheckpointSpec, **overrides) -> gr.components.Component:
-    """The widget for `setting`, with the range and default it has for this checkpoint."""
-    options = dict(label=setting.label, info=setting.help, value=setting.default(spec)) | overrides
+def control(setting: Setting, spec: CheckpointSpec, place: str | None = None, **overrides) -> gr.components.Component:
+    """The widget for `setting`, with the range and default it has for this checkpoint (and `place`, where the
+    model runs: a default of its own there is said to be one to raise)."""
+    value = setting.default(spec, place)
+    info = setting.help
+    if setting.where is not None and place in setting.where:
+        info = f"{setting.help}; {value} to start with {PLACES[place]}: raise it for more"
+    options = dict(label=setting.label, info=info, value=value) | overrides
     if setting.kind is bool:
         return gr.Checkbox(**options)
     if setting.clock:
@@ -29,9 +34,9 @@ def control(setting: Setting, spec: CheckpointSpec, **overrides) -> gr.component
     return gr.Radio(choices, **options) if len(choices) <= 3 else gr.Dropdown(choices, **options)
 
 
-def controls(spec: CheckpointSpec) -> dict[str, gr.components.Component]:
-    """One control per setting the page offers, by name, in the table's order (the API's parameter order); the
-    time range's two ends side by side."""
+def controls(spec: CheckpointSpec, place: str | None = None) -> dict[str, gr.components.Component]:
+    """One control per setting the page offers, by name, in the table's order (the API's parameter order), with
+    the defaults of `place` (where the model runs); the time range's two ends side by side."""
     made: dict[str, gr.components.Component] = {}
     offered = settings(PAGE)
     for number, setting in enumerate(offered):
@@ -44,7 +49,7 @@ def controls(spec: CheckpointSpec) -> dict[str, gr.components.Component]:
                         break
                     made[ranged.name] = control(ranged, spec)
         else:
-            made[setting.name] = control(setting, spec)
+            made[setting.name] = control(setting, spec, place)
     return made
 
 

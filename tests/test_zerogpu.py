@@ -181,9 +181,9 @@ def test_off_zerogpu_the_model_runs_in_this_process(fixture_model, monkeypatch):
 def test_on_zerogpu_one_function_asks_for_the_gpu_time_its_job_needs(fixture_model, monkeypatch):
     decorated = []
 
-    def gpu(duration=None):
+    def gpu(duration=None, size=None):
         def wrap(fn):
-            decorated.append((fn.func, duration))
+            decorated.append((fn.func, duration, size))
             return fn
         return wrap
 
@@ -191,7 +191,8 @@ def test_on_zerogpu_one_function_asks_for_the_gpu_time_its_job_needs(fixture_mod
     monkeypatch.setattr(device.SpacesConfig, "zero_gpu", True)
     on_zerogpu = device.on_device(fixture_model)
     assert on_zerogpu.remote and on_zerogpu.concurrency == device.ZEROGPU_CONCURRENCY > 1  # a GPU slice per call
-    assert decorated == [(device.on_accelerator, device.gpu_seconds)]  # one entry for every kind of request
+    # one entry for every kind of request, on ZeroGPU's default size
+    assert decorated == [(device.on_accelerator, device.gpu_seconds, "large")]
 
     def job(segments: int, answers: int, cached: bool, max_new_tokens: int = 512) -> Job:
         config = tempo.RunConfig(generation=tempo.GenerationConfig(max_new_tokens=max_new_tokens))

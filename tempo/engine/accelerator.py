@@ -11,7 +11,7 @@ from typing import Generator, Iterable, Iterator
 import torch
 
 from ..allocation import allocate
-from ..config import RunConfig
+from ..config import RunConfig, setting_named
 from ..errors import OutOfMemory
 from ..events import (AllocationDone, AnswerToken, Compressed, Compression, Event, Finished, SegmentCompressed,
                       SegmentSummary)
@@ -39,6 +39,13 @@ def micro_batches(items: Iterable, size: int) -> Iterator[list]:
             batch, limit = [], size
     if batch:
         yield batch
+
+
+def micro_batch(model: TempoModel, config: RunConfig) -> int:
+    """Segments per compressor pass: the run's, else the settings table's default where the model runs."""
+    if config.micro_batch is not None:
+        return config.micro_batch
+    return int(setting_named("micro_batch").default(place=model.device.type))
 
 
 def encode_batch(model: TempoModel, batch: list[PreparedSegment | EncodedSegment],
@@ -130,7 +137,7 @@ def compress_segments(model: TempoModel, job: Job) -> Generator[Event, None, Com
     kept: list[EncodedSegment] | None = [] if job.keep_vision_bytes else None
     started = time.perf_counter()
     try:
-        for batch in micro_batches(job.segments, job.config.micro_batch):
+        for batch in micro_batches(job.segments, micro_batch(model, job.config)):
             batch = encode_batch(model, batch, job.timer)
             batch_memories, batch_relevance = compress_batch(model, batch, job.query, job.plan, job.timer)
             for segment, memory, score in zip(batch, batch_memories, batch_relevance):

@@ -1,0 +1,81 @@
+"""What the Space reserves and offers by default where GPU time is counted: ZeroGPU's quota as its page gave it
+(read on the date `demo.device.ZEROGPU` records), the questions a day that follow from the fitted `GpuCost` (they
+follow a refit: nothing here is pinned to today's constants), and the settings table's defaults that depend on where
+the model runs (max new tokens on a ZeroGPU Space, the micro-batch on CUDA), the CPU's unchanged."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import pytest
+
+from demo.device import COST, ZEROGPU, Device, GpuCost
+from tempo.config import RunConfig, setting_named
+from tempo.engine.accelerator import micro_batch
+from tempo.errors import InputError
+
+
+def test_the_zerogpu_page_as_read():
+    """Sizes large (the default: half an RTX Pro 6000 Blackwell, 48 GB, counted once) and xlarge (the whole card,
+    96 GB, counted twice); 2, 5 and 40 minutes a day; the torch and Python versions it runs."""
+    assert ZEROGPU.read == "2026-11-26"
+    assert [(name, gb, ZEROGPU.counted(name)) for name, _, gb, _ in ZEROGPU.sizes] == [("large", 48, 1.0),
+                                                                                       ("xlarge", 96, 2.0)]
+    assert [ZEROGPU.daily_seconds(visitor) for visitor in ("anonymous", "free", "pro")] == [120, 300, 2400]
+    assert ZEROGPU.torch == ("2.8.0", "2.9.1", "2.10.0", "2.11.0") and ZEROGPU.python == ("3.10.13", "3.12.12")
+
+
+def test_a_reservation_never_exceeds_an_anonymous_day():
+    assert COST.size == "large" and COST.cap == 120.0
+    assert COST.reserved(128, 6, 6 * 2048) == 120
+    assert dataclasses.replace(COST, size="xlarge").cap == 60.0  # counted twice
+
+
+def test_questions_a_day_follow_the_fit():
+    """More for each kind of visitor up, fewer on the card counted twice, more with a cheaper token or a smaller
+    reservation; none when a question would use more than the most it can reserve."""
+    per_visitor = [COST.questions_a_day(visitor) for visitor in ("anonymous", "free", "pro")]
+    assert 0 < per_visitor[0] < per_visitor[1] < per_visitor[2]
+    assert COST.questions_a_day(max_new_tokens=128) >= COST.questions_a_day(max_new_tokens=512)
+    assert dataclasses.replace(COST, size="xlarge").questions_a_day() < COST.questions_a_day()
+    assert dataclasses.replace(COST, token=COST.token / 3).questions_a_day() >= COST.questions_a_day()
+    assert GpuCost(start=121.0).questions_a_day() == 0
+    # each question is charged what it uses, and may start only while the day covers its reservation
+    asked = COST.questions_a_day()
+    assert 120 - asked * COST.used(128, 1, 64) < COST.reserved(128, 1, 512) <= 120 - (asked - 1) * COST.used(
+        128, 1, 64)
+
+
+def test_the_space_starts_with_shorter_answers():
+    """On a ZeroGPU Space the page offers 128 max new tokens (every token reserves GPU time), says it can be raised,
+    and keeps the library's range; elsewhere 512."""
+    from demo.settings import control
+
+    setting = setting_named("max_new_tokens")
+    spec = SimpleNamespace(num_memory_tokens=128, visual_token_budget=8192)
+    assert setting.default(spec) == setting.default(spec, "cpu") == 512
+    assert setting.default(spec, "zero_gpu") == 128
+    assert Device(lambda job: iter(()), remote=True).place == "zero_gpu"
+    assert Device(lambda job: iter(()), remote=False).place is None
+    on_space = control(setting, spec, "zero_gpu")
+    assert on_space.value == 128 and on_space.maximum == 2048 and "raise it" in on_space.info
+    assert control(setting, spec).value == 512 and "raise it" not in control(setting, spec).info
+    assert "default 512; 128 on a ZeroGPU Space" in setting.describe()
+
+
+def test_the_micro_batch_depends_on_the_device_and_the_cpu_keeps_four():
+    """Declared once in the settings table: 4 on a CPU (as before), 16 on CUDA; a chosen one wins; None is valid
+    (the device's) and zero is not."""
+    setting = setting_named("micro_batch")
+    assert RunConfig().micro_batch is None
+    on = {kind: micro_batch(SimpleNamespace(device=SimpleNamespace(type=kind)), RunConfig())
+          for kind in ("cpu", "cuda", "mps")}
+    assert on == {"cpu": 4, "cuda": 16, "mps": 4}
+    chosen = RunConfig().with_settings({"micro_batch": 2})
+    assert micro_batch(SimpleNamespace(device=SimpleNamespace(type="cuda")), chosen) == 2
+    RunConfig().validate()
+    assert setting.check(None) is None
+    with pytest.raises(InputError, match="Micro-batch 0 is less than minimum 1"):
+        RunConfig().with_settings({"micro_batch": 0})
+    assert "default 4 on a CPU, 16 on CUDA" in setting.describe()
