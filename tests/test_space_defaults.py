@@ -79,3 +79,13 @@ def test_the_micro_batch_depends_on_the_device_and_the_cpu_keeps_four():
     with pytest.raises(InputError, match="Micro-batch 0 is less than minimum 1"):
         RunConfig().with_settings({"micro_batch": 0})
     assert "default 4 on a CPU, 16 on CUDA" in setting.describe()
+
+
+def test_requirements_admit_every_torch_zerogpu_runs():
+    from packaging.requirements import Requirement
+
+    from tests.conftest import ROOT
+
+    lines = (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    torch = next(Requirement(line) for line in lines if line.startswith("torch"))
+    assert [version for version in ZEROGPU.torch if version not in torch.specifier] == []
