@@ -6,21 +6,17 @@ from __future__ import annotations
 import logging
 import math
 import os
-from typing import Iterator, Protocol, Sequence
+from typing import Generator, Iterator, Protocol, Sequence
 
 import numpy as np
 
 from ..config import SamplingConfig
 from ..errors import VideoError
+from .frame_times import FrameTimes, WrongReader
 from .probe import oversized_frame
 from .sampling import SamplingPlan, VideoInfo, keyframe_plan, long_edge_size, uniform_plan
 
 log = logging.getLogger(__name__)
-
-
-class WrongReader(Exception):
-    """This reader cannot read this file as it should (decord's narrow frames, timestamps that do not identify
-    frames); another reader takes over."""
 UNLIMITED = float("inf")
 
 
@@ -194,46 +190,65 @@ class KeyframeReader(PyAVReader):
 
 class SparseReader(PyAVReader):
     """For long videos: decodes each wanted frame plus only the frames others depend on. Frames nothing refers
-    to (most B-frames) are skipped between samples, which is most of the decoding when samples are seconds
-    apart; the frames it returns are the ones the exact reader returns, matched by presentation time."""
+    to (most B-frames) are skipped between samples, and where a key frame lies between two samples the decoder
+    seeks to it rather than decoding on to it (nothing after a key frame refers to what came before). The frames
+    it returns are the ones the exact reader returns, matched by presentation time (`FrameTimes`)."""
 
     def __init__(self, path: str, max_pixels: float = UNLIMITED):
         super().__init__(path, max_pixels)
-        import av
-
-        with av.open(path) as container:
-            stream = container.streams.video[0]
-            self.pts = sorted(p.pts for p in container.demux(stream) if p.pts is not None and p.size)
-        if len(self.pts) != self.info.total_frames or len(set(self.pts)) != len(self.pts):
-            raise WrongReader("frame times do not identify frames one to one")
+        self.times = FrameTimes.open(path, self.info.total_frames)
 
     def read(self, indices: Sequence[int]) -> Iterator[np.ndarray]:
         import av
 
-        wanted = [self.pts[i] for i in indices]
-        pending = set(wanted)
-        decoded: dict[int, np.ndarray] = {}
+        times = self.times.upto(indices[-1])
+        wanted = [times[i] for i in indices]
         position = 0
         with av.open(self._path) as container:
             stream = container.streams.video[0]
             stream.thread_type = "AUTO"
-            codec = stream.codec_context
-            container.seek(wanted[0], stream=stream)
-            for packet in container.demux(stream):
-                # Set per packet: the decoder threads take it with the packet they decode.
-                codec.skip_frame = "DEFAULT" if packet.pts in pending else "NONREF"
-                for frame in packet.decode():
-                    if frame.pts in pending:
-                        pending.discard(frame.pts)
-                        decoded[frame.pts] = _rgb(frame, self.max_pixels)
-                while position < len(wanted) and wanted[position] in decoded:
-                    pts = wanted[position]
-                    position += 1
-                    last_use = position == len(wanted) or wanted[position] != pts  # a frame can be asked twice
-                    yield decoded.pop(pts) if last_use else decoded[pts]
-                if position == len(wanted):
-                    return
-        raise VideoError(f"{os.path.basename(self._path)}: frame {indices[position]} could not be decoded.")
+            while position < len(wanted):
+                container.seek(wanted[position], stream=stream)
+                position, sought = yield from self._run(container, stream, wanted, position)
+                if not sought and position < len(wanted):
+                    raise VideoError(f"{os.path.basename(self._path)}: frame {indices[position]} could not be "
+                                     f"decoded.")
+
+    def _run(self, container, stream, wanted: list[int], position: int) -> Generator[np.ndarray, None, tuple]:
+        """Wanted frames from `position` on, decoding from where the container was sought to, until the end of the
+        file or until seeking to a key frame reaches the next wanted frame sooner; returns how far it got and
+        whether it stopped to seek."""
+        codec = stream.codec_context
+        pending = set(wanted[position:])
+        decoded: dict[int, np.ndarray] = {}
+        for packet in container.demux(stream):
+            # Set per packet: the decoder threads take it with the packet they decode.
+            codec.skip_frame = "DEFAULT" if packet.pts in pending else "NONREF"
+            for frame in packet.decode():
+                if frame.pts in pending:
+                    pending.discard(frame.pts)
+                    decoded[frame.pts] = _rgb(frame, self.max_pixels)
+            delivered = False
+            while position < len(wanted) and wanted[position] in decoded:
+                pts = wanted[position]
+                position += 1
+                last_use = position == len(wanted) or wanted[position] != pts  # a frame can be asked twice
+                yield decoded.pop(pts) if last_use else decoded[pts]
+                delivered = True
+            if position == len(wanted):
+                return position, False
+            if delivered and self._seek_ahead(wanted[position - 1], wanted[position], packet.dts):
+                return position, True
+        return position, False
+
+    def _seek_ahead(self, done: int, following: int, decoding: int | None) -> bool:
+        """Whether a key frame lies after the frame just returned (`done`) and at or before the `following` one,
+        not yet reached by the decoder (at `decoding`, a decoding time): seeking to it skips what lies between."""
+        key = self.times.keyframe_at_or_before(following)
+        return key is not None and key > done and decoding is not None and decoding < key
+
+    def close(self) -> None:
+        pass  # the workers share this reader; its FrameTimes closes its file at the end of the packets
 
 
 PARALLEL_MIN_SECONDS = 100.0  # below this much video, one decoder is quicker than starting several
@@ -261,6 +276,24 @@ def open_sparse(path: str | os.PathLike, max_pixels: float = UNLIMITED) -> Spars
         return None
 
 
+def open_long(path: str, max_pixels: float = UNLIMITED) -> SparseReader | None:
+    """A SparseReader for a file whose header says it lasts PARALLEL_MIN_SECONDS or more, where its frame times
+    identify its frames; else None. Its first segment then waits for no reading of the whole file (decord's index
+    of an hour takes 0.35 s, all its frame times 0.4 s), and its frame count and rate are decord's: the header's
+    count, checked against the packets, and the same average rate."""
+    import av
+
+    try:
+        with av.open(path) as container:
+            stream = container.streams.video[0]
+            frames, rate = stream.frames, stream.average_rate
+    except Exception:  # not a video PyAV can open: the other readers say why
+        return None
+    if not frames or not rate or frames / float(rate) < PARALLEL_MIN_SECONDS:
+        return None
+    return open_sparse(path, max_pixels)
+
+
 def plan_sampling(reader: FrameReader, sampling: SamplingConfig) -> SamplingPlan:
     if isinstance(reader, KeyframeReader):
         return keyframe_plan(reader.keyframe_times, reader.info, sampling)
@@ -271,7 +304,7 @@ def open_video(path: str | os.PathLike, keyframes_only: bool = False, long_edge:
                decord: bool = True, max_pixels: float = UNLIMITED) -> FrameReader:
     """Open with decord, falling back to PyAV (or key frames only, with PyAV, shrunk to `long_edge` as they are
     decoded); raise VideoError with a readable reason when neither can read it. Reading a frame larger than
-    `max_pixels` raises InputError.
+    `max_pixels` raises InputError. A long file opens with the SparseReader where it can (`open_long`).
 
     `decord=False` opens with PyAV alone: the same pixels on every file the tests hold, and, unlike decord's
     threaded decoder, the same outcome every time on a damaged one (what a server needs)."""
@@ -283,6 +316,10 @@ def open_video(path: str | os.PathLike, keyframes_only: bool = False, long_edge:
         raise VideoError(f"{path} is a directory, not a video file.")
     if os.path.getsize(path) == 0:
         raise VideoError(f"{name} is empty (0 bytes).")
+    if not keyframes_only:
+        sparse = open_long(path, max_pixels)
+        if sparse is not None:
+            return sparse
     errors = []
     openers = {"KeyframeReader": lambda: KeyframeReader(path, long_edge, max_pixels)} if keyframes_only else \
         {"DecordReader": lambda: DecordReader(path, max_pixels), "PyAVReader": lambda: PyAVReader(path, max_pixels)}

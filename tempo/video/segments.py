@@ -17,7 +17,7 @@ from ..config import Limits, SamplingConfig
 from .sampling import VideoProbed
 from ..timing import StageTimer
 from .patches import PatchGeometry, fit_long_edge, model_frames, patchify
-from .readers import FrameReader, decode_workers, is_long, open_sparse, open_video, plan_sampling
+from .readers import FrameReader, SparseReader, decode_workers, is_long, open_sparse, open_video, plan_sampling
 from .resample import resize
 from .sampling import SamplingPlan, long_edge_size
 from .stream import segment_stream
@@ -48,16 +48,26 @@ def sharpest(frames: np.ndarray) -> int:
     return int(np.argmax(scores))
 
 
+def fit_frame(frame: np.ndarray, long_edge: int) -> np.ndarray:
+    """One decoded frame [H, W, 3] with its long edge fitted (the release's first resize, which works frame by
+    frame), done as soon as it is decoded: a segment's worth of full-size frames is never held."""
+    return fit_long_edge(frame[None], long_edge)[0]
+
+
 def prepare_segment(index: int, frames: list[np.ndarray], sampling: SamplingConfig, geometry: PatchGeometry,
                     timer: StageTimer) -> PreparedSegment:
-    """Decoded frames of one segment -> patch rows, the whole segment at once through the released resize chain
-    (`patches`), plus its sharpest frame as a thumbnail (a frame the model sees)."""
+    """Decoded frames of one segment (full size, or already through `fit_frame`) -> patch rows, the whole segment
+    at once through the released resize chain (`patches`), plus its sharpest frame as a thumbnail (a frame the
+    model sees)."""
     with timer.stage("preprocess"):
         fitted = fit_long_edge(np.stack(frames), sampling.long_edge)  # [T, H, W, 3]
         shown = sharpest(fitted)
         width, height = long_edge_size(fitted.shape[2], fitted.shape[1], THUMBNAIL_EDGE)
         rows, grid = patchify(model_frames(fitted, geometry), geometry)
-    return PreparedSegment(index, rows, grid, resize(fitted[shown][None], height, width)[0], shown)
+        thumbnail = resize(fitted[shown][None], height, width)[0]
+        if np.shares_memory(thumbnail, fitted):  # a frame small enough to be its own thumbnail: not the segment
+            thumbnail = thumbnail.copy()
+    return PreparedSegment(index, rows, grid, thumbnail, shown)
 
 
 def prepare_segments(path: str | os.PathLike, reader: FrameReader, plan: SamplingPlan, sampling: SamplingConfig,
@@ -66,7 +76,7 @@ def prepare_segments(path: str | os.PathLike, reader: FrameReader, plan: Samplin
 
     `reader` (already open) decodes short videos. Long ones are decoded sparsely where the file allows it, by
     one worker per core, each over a share of the time range; every reader refuses frames as `reader` does."""
-    if is_long(plan) and not plan.keyframes_only:
+    if is_long(plan) and not plan.keyframes_only and not isinstance(reader, SparseReader):
         sparse = open_sparse(path, reader.max_pixels)
         if sparse is not None:
             reader.close()
@@ -77,7 +87,7 @@ def prepare_segments(path: str | os.PathLike, reader: FrameReader, plan: Samplin
     else:
         readers = [lambda: reader] + [partial(open_video, path, max_pixels=reader.max_pixels)] * (workers - 1)
     prepare = partial(prepare_segment, sampling=sampling, geometry=geometry, timer=timer)
-    return segment_stream(plan, readers, prepare, timer.stage)
+    return segment_stream(plan, readers, prepare, timer.stage, reduce=partial(fit_frame, long_edge=sampling.long_edge))
 
 
 def video_plan(reader: FrameReader, sampling: SamplingConfig) -> tuple[VideoProbed, SamplingPlan]:

@@ -2,13 +2,14 @@
 
 Each worker owns a reader and takes every `workers`-th chunk of consecutive segments, so decoding runs on
 several cores while the compressor works, and no worker gets more than one chunk ahead: memory stays flat
-however long the video is. Decoders and image resizing release the GIL, so threads are enough.
+however long the video is. The first segment comes first: the other workers start once it is out, so that its
+decoder (and that decoder's own threads) has the cores to itself. Decoders and image resizing release the GIL,
+so threads are enough.
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import queue
 import threading
@@ -42,13 +43,15 @@ def damaged(plan: SamplingPlan, segment: int) -> VideoError:
 def segment_stream(plan: SamplingPlan, readers: list[Callable[[], FrameReader]],
                    prepare: Callable[[int, list[np.ndarray]], Item],
                    stage: Callable[[str], ContextManager] = lambda name: contextlib.nullcontext(),
-                   chunk: int = 4) -> Iterator[Item]:
+                   chunk: int = 4, reduce: Callable[[np.ndarray], np.ndarray] | None = None) -> Iterator[Item]:
     """`prepare(segment_index, frames)` for every segment in order, using one worker per reader factory;
-    decoding is timed under `stage("decode")`."""
+    decoding is timed under `stage("decode")`. `reduce` takes each frame as it is decoded (timed under
+    `stage("preprocess")`), so that a worker holds one decoded frame at a time, not a segment's."""
     chunks = [range(start, min(start + chunk, len(plan.segments))) for start in range(0, len(plan.segments), chunk)]
     workers = max(1, min(len(readers), len(chunks)))
     queues: list[queue.Queue] = [queue.Queue(maxsize=chunk) for _ in range(workers)]
     stop = threading.Event()
+    first_out = threading.Event()  # the first segment was handed over (or its worker stopped)
 
     def put(worker: int, item: object) -> bool:
         while not stop.is_set():
@@ -62,25 +65,36 @@ def segment_stream(plan: SamplingPlan, readers: list[Callable[[], FrameReader]],
     def work(worker: int) -> None:
         reader, segment = None, chunks[worker][0] if worker < len(chunks) else 0
         try:
+            while worker and not first_out.wait(POLL_S):
+                if stop.is_set():
+                    return
             reader = readers[worker]()
             for number in range(worker, len(chunks), workers):
                 segments = chunks[number]
                 indices = [plan.frame_indices[i] for s in segments for i in plan.segments[s]]
                 frames = iter(reader.read(indices))
                 for segment in segments:
-                    with stage("decode"):
-                        decoded = list(itertools.islice(frames, len(plan.segments[segment])))
-                    if len(decoded) < len(plan.segments[segment]):
-                        raise EOFError("the reader ran out of frames")
+                    decoded = []
+                    for _ in plan.segments[segment]:
+                        with stage("decode"):
+                            frame = next(frames, None)
+                        if frame is None:
+                            raise EOFError("the reader ran out of frames")
+                        if reduce is not None:
+                            with stage("preprocess"):
+                                frame = reduce(frame)
+                        decoded.append(frame)
                     item = prepare(segment, decoded)
                     if not put(worker, item):
                         return
+                    first_out.set()
         except (TempoError, MemoryError, torch.OutOfMemoryError) as error:  # re-raised by the consumer, in order
             put(worker, _Failure(error))
         except Exception as error:  # a decoder failing part-way through the file: said plainly, detail logged
             log.debug("decoding failed at segment %d: %s: %s", segment, type(error).__name__, error)
             put(worker, _Failure(damaged(plan, segment)))
         finally:
+            first_out.set()
             if reader is not None:
                 reader.close()
 
