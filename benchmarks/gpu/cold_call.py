@@ -39,14 +39,17 @@ class Call:
     package: str | None  # a compiled decoding package to load (`tempo.model.compiled_decoding`), or None
 
 
-def timed(device: torch.device) -> Iterator[float]:
-    """Seconds since the last `next`, the device's work included."""
-    started = time.perf_counter()
-    while True:
-        runs.synchronize(device)
+class Laps:
+    """Seconds since the previous lap (or since made), the device's work included."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.last = device, time.perf_counter()
+
+    def __call__(self) -> float:
+        runs.synchronize(self.device)
         now = time.perf_counter()
-        yield now - started
-        started = now
+        seconds, self.last = now - self.last, now
+        return seconds
 
 
 def worker(connection) -> None:
@@ -71,21 +74,21 @@ def run_call(connection) -> dict:
     from tempo.model.vision_attention import stack_chunks
 
     connection.poll(None)  # the clock starts when the call arrives
-    clock = timed(torch.device("cpu"))
+    lap = Laps(torch.device("cpu"))
     figures: dict = {}
     call: Call = connection.recv()
-    figures["receive_s"] = next(clock)
+    figures["receive_s"] = lap()
     device = torch.device(call.device)
     if device.type == "cuda":
         torch.zeros(1, device=device)  # the CUDA context a new process makes
-    figures["device_init_s"] = next(clock)
+    lap.device = device
+    figures["device_init_s"] = lap()
     model = call.model.to(device)
     model.compressor.vision_chunks = stack_chunks(model.compressor.vlm.visual)
-    runs.synchronize(device)
-    figures["weights_to_device_s"] = next(clock)
+    figures["weights_to_device_s"] = lap()
     if call.package is not None:
         model.decoder.compiled = CompiledLayers(call.package, model.decoder.lm)
-    figures["compiled_ready_s"] = next(clock)
+    figures["compiled_ready_s"] = lap()
     config = runs.answer_config(call.answer_tokens)
     first = runs.request(model, call.video, runs.QUESTION, config)
     figures["first_request"] = first.figures()

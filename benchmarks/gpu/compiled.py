@@ -76,7 +76,15 @@ def one_path(model: TempoModel, embeds: torch.Tensor, tokens: list[int], referen
     started = time.perf_counter()
     layers = CompiledLayers(package, model.decoder.lm) if package else None
     loaded = time.perf_counter() - started
-    steps, _ = static_steps(model, embeds, len(tokens) + steps_timed + 8, graph, attention=attention, layers=layers)
+    room, captured = len(tokens) + steps_timed + 8, {}
+    try:
+        steps, _ = static_steps(model, embeds, room, graph, attention=attention, layers=layers)
+    except RuntimeError as exc:  # a step that cannot be captured is still timed, launched kernel by kernel
+        if not graph:
+            raise
+        log.error("capturing %s %s failed: %s", attention, "compiled" if package else "", exc)
+        captured = {"graph_error": str(exc)[-800:]}
+        steps, _ = static_steps(model, embeds, room, False, attention=attention, layers=layers)
     first = steps.step(tokens[0]).float()
     runs.synchronize(device)
     cold = time.perf_counter() - started
@@ -91,7 +99,7 @@ def one_path(model: TempoModel, embeds: torch.Tensor, tokens: list[int], referen
     ms = 1000 * (time.perf_counter() - started) / steps_timed
     return {"ms_per_token": round(ms, 4), "cold_s": round(cold, 4), "load_s": round(loaded, 4),
             "logits_max_relative": relative, "same_tokens": same, "capacity": steps.capacity,
-            "within_tolerance": relative <= tolerance(model) and same}
+            "graph": steps.graph is not None, **captured, "within_tolerance": relative <= tolerance(model) and same}
 
 
 def decoding_paths(model: TempoModel, embeds: torch.Tensor, tokens: list[int], steps_timed: int, directory: Path,

@@ -56,7 +56,7 @@ class Sizes:
     build_until_s: float  # compiled packages that would start building after this are skipped
 
 
-GPU = Sizes(TEMPO_6B, "cuda", 1024, (640, 360), 64, 3, (1, 4, 8, 16, 32), None, 330.0, 210.0)
+GPU = Sizes(TEMPO_6B, "cuda", 1024, (640, 360), 64, 3, (1, 4, 8, 16, 32), None, 330.0, 180.0)
 DRY_RUN = Sizes(TINY, "cpu", 64, (160, 90), 8, 1, (1, 4), ("shapes_red_circle",), 900.0, 900.0)
 VIDEOS = {"hour": 3600.0, "ten_minutes": 600.0}
 
