@@ -15,7 +15,7 @@ from typing import Iterator, Sequence
 from tempo.analysis import most_relevant, usable
 from tempo.engine import Exchange
 from tempo.errors import InputError
-from tempo.events import AllocationDone, Finished, SegmentCompressed, SegmentSummary
+from tempo.events import AllocationDone, Finished, SegmentCompressed, Segment
 from tempo.render.progress import RunProgress, Status
 from tempo.render.report import Asked, Truth
 from tempo.times import clock, span
@@ -58,7 +58,7 @@ def finished(server: Server, request: Request, result: Finished) -> dict:
             | ({"truth": truth_dict(truth)} if truth else {}))
 
 
-def looked_at(segments: Sequence[SegmentSummary]) -> list[dict]:
+def looked_at(segments: Sequence[Segment]) -> list[dict]:
     """Where the compressor looked: its most relevant segments, most relevant first, with their times."""
     return [{"index": s.index, "start": s.start, "end": s.end, "at": span(s.start, s.end), "relevance": s.relevance}
             for s in most_relevant(segments, LOOKED_AT)]

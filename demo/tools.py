@@ -11,10 +11,11 @@ from typing import Callable
 import gradio as gr
 
 from tempo.config import setting_named
-from tempo.events import Event, Finished, SegmentCompressed, SegmentSummary
+from tempo.events import Event, Finished, Segment, SegmentCompressed
 
 from .api import looked_at
 from .handover import HOW
+from .live_api import first_alert
 from .refusals import refused
 from .server import Server
 
@@ -91,9 +92,31 @@ def locate(server: Server, video: str, question: str, start: str | None = None, 
     """
     request = server.request(server.handed_video(video), question, ranged(start, end))
     compression = server.compression(request, reporter(progress))
-    segments = [SegmentSummary(index, *compression.plan.span(index), round(score, 4), 0)
+    segments = [Segment(index, *compression.plan.span(index), round(score, 4))
                 for index, score in enumerate(compression.relevance)]
     return json.dumps({"moments": looked_at(segments),
                        "segments": [{"index": s.index, "start": s.start, "end": s.end, "relevance": s.relevance}
                                     for s in segments],
                        "duration": compression.video.duration, "model": server.model.spec.name}, ensure_ascii=False)
+
+
+@refused
+def wait_for(server: Server, stream: str, question: str, timeout: float | None = None,
+             threshold: float | None = None, progress: gr.Progress = gr.Progress()) -> str:
+    """Watch a live stream with a standing question until what it describes happens, and say when: Tempo scores
+    each 8-frame segment (4 s) as it arrives and raises an alert when a segment's relevance rises clearly above the
+    stream's recent level. Returns at the first alert, or after `timeout` seconds, or when the stream ends.
+    Returns JSON text: {"seen": true, "moment": {"time" (seconds into the stream), "at" (m:ss), "clock" (UTC),
+    "start", "end", "relevance", "rise"}, "watched" (seconds of stream), "segments", "source", "model"}, or
+    {"seen": false, "answer": "not seen", "reason", "watched", "segments", "source", "model"}.
+
+    Args:
+        stream: the stream, as one string: an HLS playlist URL (.m3u8), an rtsp:// camera or an http(s) video that never ends, on a public address; or a video uploaded to this server first (the path /gradio_api/upload returned), played as if live at real time; on the embedded model, synthetic or synthetic:<seed> for a synthetic world that never ends.
+        question: the standing question, e.g. 'When does the delivery van arrive?'
+        timeout: optional; seconds to watch at most, 1 to 300 (default 120).
+        threshold: optional; how far a segment's relevance must rise above the stream's recent level to count, in log-odds, 0.5 to 20 (default: the page's).
+    """
+    def report(watched: float, total: float) -> None:
+        progress((round(watched), round(total)), desc="stream watched", unit="seconds")
+
+    return json.dumps(first_alert(server, stream, question, timeout, threshold, report), ensure_ascii=False)

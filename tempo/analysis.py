@@ -18,7 +18,7 @@ from .config import Limits, RunConfig
 from .engine import (Compressed, Compression, VideoCache, allocate_tokens, checked, default_cache,
                      out_of_memory_as_error, respond, serve)
 from .errors import InputError, TempoError
-from .events import Finished, SegmentSummary
+from .events import Finished, Segment
 from .model import TempoModel
 from .timing import StageTimer
 from .video import SamplingPlan, open_video
@@ -102,7 +102,7 @@ def allocation_shape(tokens: list[int], k_min: int, k_max: int) -> dict[str, flo
             "entropy": entropy}
 
 
-def most_relevant(segments: Sequence[SegmentSummary], count: int = 3) -> list[SegmentSummary]:
+def most_relevant(segments: Sequence[Segment], count: int = 3) -> list[Segment]:
     """Where the compressor looked: the `count` segments it scored most relevant, most relevant first (ties go to
     the earlier segment). This is its own localisation, independent of what the decoder then says."""
     scored = [s for s in segments if s.relevance is not None]

@@ -3,11 +3,12 @@ the batch runner and the app only consume these."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
+from .config import RunConfig
 from .video.sampling import SamplingPlan, VideoProbed
 
 
@@ -20,16 +21,29 @@ class SegmentRead:
 
 
 @dataclass(frozen=True)
-class SegmentCompressed:
-    """One segment went through the compressor."""
+class Segment:
+    """One segment as every caller reads it: its span in the video (seconds), its relevance (None when compression
+    is off), the memory tokens it kept (None until allocated), and its key frame with that frame's time."""
 
     index: int
-    num_segments: int
-    start: float  # seconds
+    start: float
     end: float
-    relevance: float | None  # None when dynamic compression is off
-    frame: np.ndarray = field(repr=False)  # the segment's sharpest sampled frame (RGB, long edge <= 320)
-    frame_time: float | None = None  # when that frame was taken (seconds); None: not known
+    relevance: float | None
+    tokens: int | None = None
+    frame: np.ndarray | None = field(default=None, repr=False, compare=False)  # sharpest sampled frame, RGB, <= 320
+    frame_time: float | None = None  # when the key frame was taken (seconds); None: not known
+
+    def to_dict(self) -> dict:
+        """JSON-ready: everything but the frame's pixels."""
+        return {"index": self.index, "start": self.start, "end": self.end, "relevance": self.relevance,
+                "tokens": self.tokens}
+
+
+@dataclass(frozen=True)
+class SegmentCompressed(Segment):
+    """One segment went through the compressor: its record (tokens not yet allocated), one of `num_segments`."""
+
+    num_segments: int = 0
 
 
 @dataclass
@@ -81,15 +95,6 @@ class AnswerToken:
 
 
 @dataclass(frozen=True)
-class SegmentSummary:
-    index: int
-    start: float
-    end: float
-    relevance: float | None
-    tokens: int
-
-
-@dataclass(frozen=True)
 class Zoomed:
     """The whole video was compressed and the answer looks closer (zoom): the question is asked again over `window`
     (seconds in the video), which samples at the full rate around `moment`, the middle of the most relevant stretch.
@@ -99,36 +104,38 @@ class Zoomed:
     moment: float
     reason: str  # why this answer zoomed, in words for the page ("the question asks when")
     video: VideoProbed
-    segments: tuple[SegmentSummary, ...]
+    segments: tuple[Segment, ...]
 
     def to_dict(self) -> dict:
         return {"window": list(self.window), "moment": self.moment, "reason": self.reason,
-                "duration": self.video.duration, "segments": [asdict(s) for s in self.segments]}
+                "duration": self.video.duration, "segments": [s.to_dict() for s in self.segments]}
 
 
 @dataclass(frozen=True)
 class Finished:
-    """The answer and everything needed to report on the run."""
+    """The answer and everything needed to report on the run: the question it answers and the settings it ran
+    under among them."""
 
     answer: str
     token_ids: list[int]
-    segments: list[SegmentSummary]
+    segments: list[Segment]
     budget: int
     tokens_used: int
     k_max: int
     timings: dict[str, float]
     video: VideoProbed
-    settings: dict[str, object] = field(default_factory=dict)  # what the run was asked to do (see RunConfig.summary)
-    alongside: tuple[str, ...] = ()  # stages that ran beside the others (decoding workers), outside the total's sum
+    config: RunConfig = field(default_factory=RunConfig)  # what the run was asked to do
+    alongside: tuple[str, ...] = ()  # timed parts that ran beside the others (decoding workers), outside the total
     history_used: int = 0  # earlier turns of the conversation the decoder read
     history_dropped: int = 0  # earlier turns left out: over the token allowance, or a model that takes none
     zoom: Zoomed | None = None  # the whole-video pass, when the answer looked closer first (`video` is the window's)
+    question: str = ""  # what the decoder answered (the visitor's question)
 
     def to_dict(self) -> dict:
         """JSON-ready summary (the CLI's --json, the app's API and each line of a batch's output)."""
         return {
             "answer": self.answer,
-            "segments": [asdict(s) for s in self.segments],
+            "segments": [s.to_dict() for s in self.segments],
             "budget": self.budget,
             "tokens_used": self.tokens_used,
             "k_max": self.k_max,
@@ -138,7 +145,7 @@ class Finished:
             "duration": self.video.duration,
             "timings": self.timings,
             "timings_alongside": list(self.alongside),
-            "settings": self.settings,
+            "settings": self.config.summary(self.budget),
             "history_used": self.history_used,
             "history_dropped": self.history_dropped,
             "zoom": self.zoom.to_dict() if self.zoom else None,

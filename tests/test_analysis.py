@@ -41,7 +41,7 @@ def test_another_allocation_of_a_compression_is_the_run_with_those_settings(fixt
         direct = tempo.answer(fixture_model, bikes, QUESTION, config(**settings), tempo.VideoCache())
         assert (other.answer, [s.tokens for s in other.segments]) == \
             (direct.answer, [s.tokens for s in direct.segments]), settings
-        assert other.settings["strategy"] == settings.get("strategy", "ata")
+        assert other.config.allocation.strategy == settings.get("strategy", "ata")
 
 
 def test_a_budget_sweep_goes_from_one_token_per_segment_to_every_memory_token(fixture_model, bikes):
@@ -50,8 +50,8 @@ def test_a_budget_sweep_goes_from_one_token_per_segment_to_every_memory_token(fi
     sweep = [analysis.reanswer(fixture_model, compression, row) for row in analysis.sweep_configs(config(), n, k_max)]
     assert [r.budget for r in sweep] == analysis.sweep_budgets(n, k_max)
     assert sweep[0].budget == n and sweep[-1].budget == n * k_max
-    assert sweep[-1].tokens_used == n * k_max and sweep[-1].settings["strategy"] == "off"  # everything, at the top
-    assert {r.settings["strategy"] for r in sweep[:-1]} == {"ata"}
+    assert sweep[-1].tokens_used == n * k_max and sweep[-1].config.allocation.strategy == "off"  # everything, at the top
+    assert {r.config.allocation.strategy for r in sweep[:-1]} == {"ata"}
     assert all(r.tokens_used <= r.budget for r in sweep) and all(r.answer for r in sweep)
     used = [r.tokens_used for r in sweep]
     assert used == sorted(used) and used[0] < used[-1]

@@ -11,7 +11,7 @@ import pytest
 from tempo.render import export, timeline
 from tempo.times import clock
 from tempo.render.progress import RunProgress, key_frames, run_stats
-from tempo.events import AllocationDone, AnswerToken, Finished, SegmentCompressed, SegmentSummary, VideoProbed
+from tempo.events import AllocationDone, AnswerToken, Finished, SegmentCompressed, Segment, VideoProbed
 
 PROBED = VideoProbed("v.mp4", 20.0, 25.0, 500, 64, 48, 40, 2.0, 5, "pyav")
 RELEVANCE = [0.2, 0.9, 0.5, 0.9, 0.1]
@@ -23,8 +23,9 @@ def frame(i: int) -> np.ndarray:
 
 
 def stream() -> list:
-    segments = [SegmentCompressed(i, 5, 4.0 * i, 4.0 * (i + 1), r, frame(i)) for i, r in enumerate(RELEVANCE)]
-    summaries = [SegmentSummary(i, 4.0 * i, 4.0 * (i + 1), r, k) for i, (r, k) in enumerate(zip(RELEVANCE, TOKENS))]
+    segments = [SegmentCompressed(i, 4.0 * i, 4.0 * (i + 1), r, frame=frame(i), num_segments=5)
+                for i, r in enumerate(RELEVANCE)]
+    summaries = [Segment(i, 4.0 * i, 4.0 * (i + 1), r, k) for i, (r, k) in enumerate(zip(RELEVANCE, TOKENS))]
     return [PROBED, *segments, AllocationDone(TOKENS, 100, 84, 4, 32, "ata", "head", 0),
             AnswerToken(1, "A "), AnswerToken(2, "cat"),
             Finished("A cat", [1, 2], summaries, 100, 84, 32, {"vision": 1.0, "total": 2.0}, PROBED)]
@@ -103,7 +104,7 @@ def test_figure_while_streaming_and_after_allocation():
 def test_the_relevance_curve_shows_what_ata_reads_with_the_raw_score_on_hover():
     # Tempo-Tiny's raw scores can all sit under 0.005: drawn raw, the curve would lie flat on zero.
     raw = [0.0011, 0.0042, 0.0019, 0.0011]
-    segments = [SegmentSummary(i, 4.0 * i, 4.0 * (i + 1), r, 8) for i, r in enumerate(raw)]
+    segments = [Segment(i, 4.0 * i, 4.0 * (i + 1), r, 8) for i, r in enumerate(raw)]
     figure = timeline.timeline_figure(segments, [8] * 4, duration=16.0, k_max=32)
     curve = next(t for t in figure.data if t.name == "relevance (scaled)")
     assert list(curve.y) == pytest.approx([0.0, 1.0, 8 / 31, 0.0])
@@ -131,7 +132,7 @@ def test_a_long_videos_filmstrip_groups_neighbours_into_at_most_128_cells():
     from tempo.render.report import filmstrip_html
 
     tokens = [4 + (i * 7919) % 29 for i in range(1024)]
-    segments = [SegmentSummary(i, 4.0 * i, 4.0 * i + 4, 0.5, k) for i, k in enumerate(tokens)]
+    segments = [Segment(i, 4.0 * i, 4.0 * i + 4, 0.5, k) for i, k in enumerate(tokens)]
     strip = filmstrip_html(segments, [frame(0)] * 1024, 4, 32)
     cells = re.findall(r"data-segment='(\d+)' data-seconds='([\d.]+)'", strip)
     assert len(cells) == 128

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from demo.html import PICKER_JS, looked_html, seekable
-from tempo.events import SegmentSummary
+from tempo.events import Segment
 from tempo.render.timeline import PointData, named_times, timeline_figure
 
 
@@ -15,7 +15,7 @@ def script_index(name: str) -> int:
 
 
 def test_a_click_reads_the_segment_and_its_start_from_where_the_figure_put_them():
-    segments = [SegmentSummary(i, 4.0 * i, 4.0 * i + 4, 0.1 * i, 8 + i) for i in range(5)]
+    segments = [Segment(i, 4.0 * i, 4.0 * i + 4, 0.1 * i, 8 + i) for i in range(5)]
     figure = timeline_figure(segments, tokens=[s.tokens for s in segments], k_max=32, duration=20.0)
     points = [trace for trace in figure.data if trace.type in ("bar", "scatter")]
     assert points, "the timeline drew no points"
@@ -46,7 +46,7 @@ def test_where_it_looked_shows_relevance_as_ata_reads_it_with_the_raw_score_on_h
     from tempo.events import Finished, VideoProbed
 
     raw = [0.0011, 0.0042, 0.0019, 0.0011]  # Tempo-Tiny's scores for a question it finds little to say about
-    segments = [SegmentSummary(i, 4.0 * i, 4.0 * (i + 1), r, 8) for i, r in enumerate(raw)]
+    segments = [Segment(i, 4.0 * i, 4.0 * (i + 1), r, 8) for i, r in enumerate(raw)]
     probed = VideoProbed("v.mp4", 16.0, 2.0, 32, 64, 32, 32, 2.0, 4, "test")
     result = Finished("At 6 seconds.", [], segments, 32, 32, 32, {}, probed)
     frames = [np.zeros((8, 8, 3), np.uint8)] * 4

@@ -110,7 +110,7 @@ def test_a_video_too_short_to_zoom_is_answered_in_one_pass():
 
 def test_two_moments_too_far_apart_are_answered_from_the_whole_video_without_repeating_it():
     whole = compression_of([0.9] + [0.1] * 10 + [0.8])
-    replay = [whole.video, Compressed(whole, from_cache=True), SegmentCompressed(0, 12, 0.0, 10.0, 0.9, None),
+    replay = [whole.video, Compressed(whole, from_cache=True), SegmentCompressed(0, 0.0, 10.0, 0.9, num_segments=12),
               finished(whole.video, "The red circle.")]
     serve, calls = scripted([[whole.video, Compressed(whole)], replay])
     events = list(coarse_to_fine(serve, "Which appears first, the red circle or the blue star?",

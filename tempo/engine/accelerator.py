@@ -13,8 +13,8 @@ import torch
 from ..allocation import allocate
 from ..config import RunConfig, setting_named
 from ..errors import OutOfMemory
-from ..events import (AllocationDone, AnswerToken, Compressed, Compression, Event, Finished, SegmentCompressed,
-                      SegmentSummary)
+from ..events import (AllocationDone, AnswerToken, Compressed, Compression, Event, Finished, Segment,
+                      SegmentCompressed)
 from ..model import TempoModel
 from ..model.prompts import segment_prompt_ids
 from ..timing import StageTimer
@@ -121,11 +121,12 @@ def respond(model: TempoModel, compression: Compression, config: RunConfig, time
         token_ids.append(token)
         yield AnswerToken(token, piece(token))
 
-    segments = [SegmentSummary(i, *compression.plan.span(i), score, k)
+    segments = [Segment(i, *compression.plan.span(i), score, k)
                 for i, (score, k) in enumerate(zip(compression.relevance, tokens))]
     yield Finished(model.tokenizer.decode(token_ids).strip(), token_ids, segments, budget, sum(tokens),
-                   k_max, timer.timings(), compression.video, config.summary(budget),
-                   tuple(sorted(timer.alongside & timer.totals.keys())), len(dialogue.history), dialogue.dropped)
+                   k_max, timer.timings(), compression.video, config,
+                   tuple(sorted(timer.alongside & timer.totals.keys())), len(dialogue.history), dialogue.dropped,
+                   question=dialogue.question)
 
 
 def compress_segments(model: TempoModel, job: Job) -> Generator[Event, None, Compression]:
@@ -143,8 +144,8 @@ def compress_segments(model: TempoModel, job: Job) -> Generator[Event, None, Com
             for segment, memory, score in zip(batch, batch_memories, batch_relevance):
                 memories.append(memory)
                 relevance.append(score)
-                yield SegmentCompressed(segment.index, job.video.num_segments, *job.plan.span(segment.index), score,
-                                        segment.thumbnail, frame_time(job.plan, segment))
+                yield SegmentCompressed(segment.index, *job.plan.span(segment.index), score, frame=segment.thumbnail,
+                                        frame_time=frame_time(job.plan, segment), num_segments=job.video.num_segments)
             if kept is not None:  # kept only while it could still fit
                 kept += batch
                 if sum(s.nbytes for s in kept) > job.keep_vision_bytes:

@@ -179,8 +179,8 @@ def replayed(source: Source, compression: Compression, job: Job, accelerate: Acc
     it was), and the accelerator only answers, if there is anything to answer."""
     yield Compressed(compression, from_cache=True)  # a caller after the compression alone stops here
     for segment, score in zip(source.cached.segments, compression.relevance):
-        yield SegmentCompressed(segment.index, source.probed.num_segments, *source.plan.span(segment.index), score,
-                                segment.thumbnail, frame_time(source.plan, segment))
+        yield SegmentCompressed(segment.index, *source.plan.span(segment.index), score, frame=segment.thumbnail,
+                                frame_time=frame_time(source.plan, segment), num_segments=source.probed.num_segments)
     if job.answers:
         yield from accelerate(job)
 

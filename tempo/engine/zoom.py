@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Callable, Iterable, Iterator, Sequence
 
 from ..config import RunConfig, SamplingConfig, Zoom
-from ..events import Compressed, Compression, Event, Finished, SegmentCompressed, SegmentSummary, VideoProbed, Zoomed
+from ..events import Compressed, Compression, Event, Finished, Segment, SegmentCompressed, VideoProbed, Zoomed
 
 # What makes a question one about time: "when", "what time", "from when to when", "how long"; and about order:
 # "which ... first", "before or after", "earlier or later".
@@ -96,7 +96,7 @@ def coarse_to_fine(serve: Serve, question: str, config: RunConfig, allocate: Cal
         yield from answered_again(serve, config)
         return
     tokens = allocate(whole.relevance)
-    segments = tuple(SegmentSummary(i, *whole.plan.span(i), score, k)
+    segments = tuple(Segment(i, *whole.plan.span(i), score, k)
                      for i, (score, k) in enumerate(zip(whole.relevance, tokens)))
     zoomed = Zoomed(window, round(moment, 1), reason, whole.video, segments)
     yield zoomed

@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from ..events import (AllocationDone, AnswerToken, Compressed, Event, Finished, SegmentCompressed, SegmentRead,
-                      SegmentSummary, VideoProbed, Zoomed)
+                      Segment, VideoProbed, Zoomed)
 from ..times import clock, span
 
 KEY_FRAMES = 6  # thumbnails of the segments that kept the most tokens, on the page and in reports
@@ -136,8 +136,8 @@ def run_stats(result: Finished) -> dict[str, float | int]:
     }
 
 
-def key_segments(segments: Sequence[SegmentSummary], available: int,
-                 count: int = KEY_FRAMES) -> list[SegmentSummary]:
+def key_segments(segments: Sequence[Segment], available: int,
+                 count: int = KEY_FRAMES) -> list[Segment]:
     """The `count` segments that kept the most tokens (of the first `available`, which have thumbnails), in time
     order."""
     # Ties (every segment at k_max when compression is off) go to the more relevant, then the earlier segment.
@@ -146,7 +146,7 @@ def key_segments(segments: Sequence[SegmentSummary], available: int,
     return sorted(ranked, key=lambda s: s.index)
 
 
-def key_frames(segments: Sequence[SegmentSummary], frames: Sequence[np.ndarray], count: int = KEY_FRAMES,
+def key_frames(segments: Sequence[Segment], frames: Sequence[np.ndarray], count: int = KEY_FRAMES,
                times: Sequence[float] | None = None) -> list[tuple[np.ndarray, str]]:
     """Thumbnails of `key_segments`, captioned with the frame's time (`times`, else the segment's span) and the
     tokens the segment kept."""

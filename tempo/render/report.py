@@ -22,7 +22,7 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 from PIL import Image
 
-from ..events import SegmentSummary
+from ..events import Segment
 from .progress import RunProgress, key_frames, run_stats
 from .style import FONT, GUIDE, KEPT_RGB, MUTED_TEXT, SQUEEZED_RGB
 from ..times import clock, span
@@ -59,7 +59,7 @@ def token_colour(tokens: int, k_min: int, k_max: int) -> str:
     return f"rgb({r}, {g}, {b})"
 
 
-def filmstrip_html(segments: Sequence[SegmentSummary], frames: Sequence[np.ndarray], k_min: int, k_max: int,
+def filmstrip_html(segments: Sequence[Segment], frames: Sequence[np.ndarray], k_min: int, k_max: int,
                    max_cells: int = FILMSTRIP_CELLS, times: Sequence[float] | None = None) -> str:
     """Thumbnails in time order under the timeline, bordered by the tokens kept: one per segment, or past
     `max_cells` one per group of neighbours, showing the group's segment that kept the most. Each carries that
@@ -125,7 +125,7 @@ def report_section(asked: Asked) -> str:
     figure = asked.figure or result_figure(result, truth.evidence if truth else ())
     timeline = pio.to_html(figure, include_plotlyjs=False, full_html=False, config={"displaylogo": False})
     settings = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
-                       for k, v in result.settings.items())
+                       for k, v in result.config.summary(result.budget).items())
     numbers = [("segments", f"{stats['segments']:,} ({stats['sampled_frames']:,} frames over "
                             f"{clock(stats['duration'])})"),
                ("visual tokens", f"{stats['tokens_used']:,} of a {stats['budget']:,} budget"),

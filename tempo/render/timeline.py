@@ -4,28 +4,19 @@ allocations of one compression side by side; and a budget sweep."""
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Protocol, Sequence
+from typing import NamedTuple, Sequence
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..allocation import scaled_relevance
-from ..events import Finished, VideoProbed, Zoomed
+from ..events import Finished, Segment, VideoProbed, Zoomed
 from ..times import clock, span, time_mentions
 from .progress import RunProgress
 from .style import GREEN, GUIDE, INDIGO, ORANGE, RED, RELEVANCE_SCALE, TOKEN_SCALE, page_layout
 
 COMPARE_COLORS = (INDIGO, ORANGE)
 TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400)
-
-
-class Segment(Protocol):
-    """Anything with a span and a relevance: `SegmentCompressed` while streaming, `SegmentSummary` after."""
-
-    index: int
-    start: float
-    end: float
-    relevance: float | None
 
 
 def time_ticks(duration: float, target: int = 8, start: float = 0.0) -> tuple[list[float], list[str]]:
@@ -336,6 +327,6 @@ def result_figure(result: Finished, evidence: Sequence[tuple[float, float]] = ()
     start, end = axis_of(result.video)
     return timeline_figure(result.segments, [s.tokens for s in result.segments], start=start, duration=end,
                            within=window_of(result.video), zoom=result.zoom,
-                           budget=result.budget, k_min=int(result.settings.get("k_min", 0)) or None,
+                           budget=result.budget, k_min=result.config.allocation.k_min,
                            k_max=result.k_max, evidence=evidence,
                            answer_times=named_times(result.answer, result.video.duration))
