@@ -108,6 +108,10 @@ class Limits:
     uploads_mb: int = 10240  # the upload folder: uploads, videos handed to the tools, previews, files handed out
     sessions: int = 1000  # visitors' sessions whose state (the conversation) stays in memory
     allowed_hosts: str = ""  # names besides localhost a local server (or a Space) answers, comma-separated
+    live_window_min: int = 10  # a live stream's memories "Ask now" answers from (tempo.live)
+    live_replay_min: int = 5  # a live stream's frames kept to watch again
+    live_watches: int = 2  # streams watched at once
+    live_lab_streams: bool = False  # streams from this machine's private network (never on a Space)
 
     @classmethod
     def from_env(cls) -> "Limits":
@@ -186,6 +190,7 @@ EVERYWHERE = frozenset({PAGE, CLI, BATCH})
 K_MAX = "num_memory_tokens"  # a maximum that is the checkpoint's memory tokens per segment
 # Where the model runs, for defaults that depend on it (Setting.where): a device type, or a ZeroGPU Space.
 PLACES = {"cpu": "on a CPU", "cuda": "on CUDA", "zero_gpu": "on a ZeroGPU Space"}
+YES_NO = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
 
 @dataclass(frozen=True)
@@ -262,6 +267,10 @@ class Setting:
         if text is None:
             return fallback
         value: object = text
+        if self.kind is bool:
+            if text.strip().lower() not in YES_NO:
+                raise InputError(f"{self.variable}={text!r} is not on or off (1/0, true/false, yes/no, on/off).")
+            value = YES_NO[text.strip().lower()]
         if self.kind in (int, float):
             try:
                 value = float(text)
@@ -345,6 +354,16 @@ SETTINGS: tuple[Setting, ...] = (
             "recently seen leaves first", 1, 999_999, surfaces=frozenset({SERVER})),
     Setting("allowed_hosts", "limits", str, "Allowed hosts", "names besides localhost, 127.0.0.1 and [::1] that a "
             "local server (or a Space, besides its own) answers, comma-separated", surfaces=frozenset({SERVER})),
+    Setting("live_window_min", "limits", int, "Live window", "minutes of a live stream's memories that Ask now "
+            "answers from, within the frame cap's worth of segments; the oldest leave first", 1, 240, unit="min",
+            surfaces=frozenset({SERVER})),
+    Setting("live_replay_min", "limits", int, "Live replay", "minutes of a live stream's frames kept to watch "
+            "again; the oldest leave first", 1, 60, unit="min", surfaces=frozenset({SERVER})),
+    Setting("live_watches", "limits", int, "Live watches", "streams watched at once; another is refused until one "
+            "stops", 1, 64, surfaces=frozenset({SERVER})),
+    Setting("live_lab_streams", "limits", bool, "Cameras on this network", "let live mode read streams from this "
+            "machine's private network (10.x, 172.16-31.x, 192.168.x): for a lab machine's own cameras; never on a "
+            "Space", surfaces=frozenset({SERVER})),
 )
 
 
