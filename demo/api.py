@@ -40,7 +40,7 @@ def answer(server: Server, video: object, question: str, **settings: object) -> 
 def streamed(server: Server, request: Request) -> Iterator[dict]:
     """`request`'s run as /answer's JSON: partial results while it runs, at most every REFRESH_S besides the first
     segment and the milestones, then the whole result."""
-    progress, shown = RunProgress(), 0.0
+    progress, shown = RunProgress(request.question), 0.0
     for event in server.run(request):
         progress.update(event)
         first = isinstance(event, SegmentCompressed) and len(progress.segments) == 1
@@ -142,12 +142,12 @@ def segment(server: Server, video: object, question: str, *, segment: object, **
 def report(server: Server, video: object, question: str, **settings: object) -> Iterator[str]:
     """The run as one self-contained HTML file (the page's "Report · HTML")."""
     request = server.request(video, question, settings)
-    progress = RunProgress()
+    progress = RunProgress(request.question)
     for event in server.run(request):
         progress.update(event)
     workdir = tempfile.mkdtemp(prefix="tempo-app-")
     try:
-        asked = Asked(request.question, progress, server.truth(request, progress.finished))
+        asked = Asked(progress, server.truth(request, progress.finished))
         yield str(server.write_report([asked], Path(workdir, "tempo-report.html")))
     finally:  # Gradio has copied the file into its cache by now
         shutil.rmtree(workdir, ignore_errors=True)

@@ -12,7 +12,7 @@ from tempo.engine import Exchange
 from tempo.events import Finished
 from tempo.render.progress import RunProgress
 from tempo.render.report import Asked, Truth, filmstrip_html
-from tempo.render.timeline import progress_figure
+from tempo.render.timeline import timeline_figure
 
 from .html import key_frames_html, looked_html, pending_html, question_html, turn_html
 
@@ -21,9 +21,8 @@ MAX_TURNS = 24  # a conversation keeps its latest turns (each holds its run's th
 
 @dataclass(frozen=True)
 class Turn:
-    """One question and its finished run, with how it was allocated and whether its compression was cached."""
+    """One question's finished run on the page, with how it was allocated and whether its compression was cached."""
 
-    question: str
     progress: RunProgress
     truth: Truth | None
     evidence: tuple[tuple[float, float], ...]
@@ -37,31 +36,34 @@ class Turn:
         return Exchange(self.question, self.result.answer)
 
     @property
+    def question(self) -> str:
+        return self.progress.question
+
+    @property
     def result(self) -> Finished:
         return self.progress.finished
 
     # What the page shows of a turn, made once: a turn is shown again on selection and after every later one.
     @cached_property
     def figure(self) -> go.Figure:
-        return progress_figure(self.progress, self.evidence)
+        return timeline_figure(self.progress, self.evidence)
 
     @cached_property
     def asked(self) -> Asked:
-        return Asked(self.question, self.progress, self.truth, self.figure)
+        return Asked(self.progress, self.truth, self.figure)
 
     @cached_property
     def filmstrip(self) -> str:
         allocation = self.progress.allocation
-        return filmstrip_html(self.result.segments, self.progress.frames, allocation.k_min, allocation.k_max,
-                              times=self.progress.frame_times)
+        return filmstrip_html(self.progress.segments, allocation.k_min, allocation.k_max)
 
     @cached_property
     def key_frames(self) -> str:
-        return key_frames_html(self.result.segments, self.progress.frames, self.progress.frame_times)
+        return key_frames_html(self.progress.segments)
 
     @cached_property
     def looked(self) -> str:
-        return looked_html(self.result, self.progress.frames, self.progress.frame_times)
+        return looked_html(self.progress.segments)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from tempo.render.export import export
 from tempo.render.progress import RunProgress
 from tempo.render.text import answer_text
 from tempo.times import clock
-from tempo.render.timeline import axis_of, comparison_figure, progress_figure, result_figure, sweep_figure
+from tempo.render.timeline import axis_of, comparison_figure, sweep_figure, timeline_figure
 
 from . import preview
 from .chat import Conversation, Turn, continued, history, messages
@@ -79,6 +79,7 @@ def analyze(server: Server, video: object, question: str, *, conversation: objec
            "csv_file": hidden, "report_file": hidden, "filmstrip": "", "truth": ""}
     try:
         request = server.request(video, question, settings, bool(every_token))
+        progress.question = request.question
         conversation = continued(conversation, request.video)
         request = replace(request, history=history(conversation))
         for event in server.run(request):
@@ -100,7 +101,7 @@ def analyze(server: Server, video: object, question: str, *, conversation: objec
             elif isinstance(event, Finished):
                 if not progress.from_cache:
                     server.pace.record(event)
-                turn = Turn(request.question, progress, server.truth(request, event), request.evidence,
+                turn = Turn(progress, server.truth(request, event), request.evidence,
                             label(request.config, event.budget), progress.from_cache, server.model.spec.takes_history)
                 conversation = conversation.with_turn(turn)
                 # A folder per request, deleted (finally) once Gradio has copied the files into its cache.
@@ -140,12 +141,12 @@ def look_closer(server: Server, video: object, question: str, moment: object, *,
 @functools.cache
 def empty_timeline() -> go.Figure:
     """The timeline before a run's first segment (the same every time: made once)."""
-    return progress_figure(RunProgress())
+    return timeline_figure(RunProgress())
 
 
 def timeline(progress: RunProgress, evidence: tuple[tuple[float, float], ...]) -> Updates:
     """The status line and the timeline as they stand (a figure costs tens of milliseconds: made only when shown)."""
-    return {"status": status_html(progress), "timeline": progress_figure(progress, evidence)}
+    return {"status": status_html(progress), "timeline": timeline_figure(progress, evidence)}
 
 
 def turn_updates(conversation: Conversation) -> Updates:
@@ -161,7 +162,7 @@ def turn_updates(conversation: Conversation) -> Updates:
 def downloads(server: Server, conversation: Conversation, workdir: Path) -> Updates:
     """Every turn of the conversation as JSON, CSV and one HTML report, written into `workdir`."""
     turns = conversation.turns
-    json_path, csv_path = export([(turn.question, turn.result) for turn in turns], workdir)
+    json_path, csv_path = export([turn.progress for turn in turns], workdir)
     report_path = server.write_report([turn.asked for turn in turns], workdir / "tempo-report.html")
     return {"json_file": gr.DownloadButton(value=str(json_path), visible=True),
             "csv_file": gr.DownloadButton(value=str(csv_path), visible=True),
@@ -202,9 +203,9 @@ def compare_view(server: Server, video: object, question: str, **values: object)
     start, end = axis_of(second.video)
     changes = comparison_figure(second.segments, before, after, start=start, duration=end, k_max=second.k_max,
                                 labels=comparison.labels, highlight=comparison.most_changed)
-    return {"first_plot": result_figure(first, request.evidence),
+    return {"first_plot": timeline_figure(RunProgress.of(first), request.evidence),
             "first_answer": gr.Textbox(value=answer_text(first.answer), label=comparison.labels[0]),
-            "second_plot": result_figure(second, request.evidence),
+            "second_plot": timeline_figure(RunProgress.of(second), request.evidence),
             "second_answer": gr.Textbox(value=answer_text(second.answer), label=comparison.labels[1]),
             "changes": changes,
             "summary": comparison_html(first, second, comparison.labels, comparison.most_changed,

@@ -11,7 +11,7 @@ from typing import Sequence
 
 from tempo.allocation import scaled_relevance
 from tempo.analysis import SegmentLook, most_relevant
-from tempo.events import Finished
+from tempo.events import Finished, Segment
 from tempo.model import TempoModel
 from tempo.render.progress import RunProgress, Status, key_segments, run_stats
 from tempo.render.report import Truth, data_uri
@@ -215,16 +215,15 @@ def question_html(question: str) -> str:
     return f"<div class='tempo-question'>{escaped(question)}</div>"
 
 
-def looked_html(result: Finished, frames: Sequence, times: Sequence[float], count: int = LOOKED_AT) -> str:
-    """Where the compressor looked: its most relevant segments, as clickable thumbnails (each segment's sharpest
-    frame, seeking to that frame's time) with their spans."""
+def looked_html(segments: Sequence[Segment], count: int = LOOKED_AT) -> str:
+    """Where the compressor looked: its most relevant segments, as clickable key frames (seeking to the frame's
+    time) with their spans."""
     cells = []
-    scaled = scaled_relevance([s.relevance for s in result.segments])
-    for segment in most_relevant(result.segments, count):
-        shown = segment.index < len(frames)
-        image = f"<img src='{data_uri(frames[segment.index], LOOK_EDGE)}' alt=''>" if shown else ""
-        score = scaled[result.segments.index(segment)]
-        cells.append(seek(times[segment.index] if shown else segment.start,
+    scaled = scaled_relevance([s.relevance for s in segments])
+    for segment in most_relevant(segments, count):
+        image = f"<img src='{data_uri(segment.frame, LOOK_EDGE)}' alt=''>" if segment.frame is not None else ""
+        score = scaled[segments.index(segment)]
+        cells.append(seek(segment.start if segment.frame_time is None else segment.frame_time,
                           f"{image}<span title='{html.escape(relevance_text(segment.relevance, score))}'>"
                           f"{span(segment.start, segment.end)} · {score:.2f}</span>", "tempo-seek tempo-look"))
     return ("<div class='tempo-looked'><div class='caption'>Where the compressor looked before the decoder answered "
@@ -263,10 +262,10 @@ def pending_html(partial: str) -> str:
     return f"<div class='tempo-turn pending'><div class='tempo-reply'>{escaped(partial) or '…'}</div></div>"
 
 
-def key_frames_html(segments: Sequence, frames: Sequence, times: Sequence[float]) -> str:
-    """The segments that kept the most tokens, as their sharpest frames, each playing the preview from its time."""
-    cells = [seek(times[s.index], f"<img src='{data_uri(frames[s.index], KEY_FRAME_EDGE)}' alt=''>"
-                                  f"<span>{clock(times[s.index])} · {s.tokens} tokens</span>", "tempo-seek tempo-key")
-             for s in key_segments(segments, len(frames))]
+def key_frames_html(segments: Sequence[Segment]) -> str:
+    """The segments that kept the most tokens, as their key frames, each playing the preview from its time."""
+    cells = [seek(seconds, f"<img src='{data_uri(s.frame, KEY_FRAME_EDGE)}' alt=''>"
+                           f"<span>{clock(seconds)} · {s.tokens} tokens</span>", "tempo-seek tempo-key")
+             for s in key_segments(segments) for seconds in [s.start if s.frame_time is None else s.frame_time]]
     return ("<div class='tempo-keys'><div class='caption'>Key frames: the segments that kept the most tokens</div>"
             f"<div class='row'>{''.join(cells)}</div></div>") if cells else ""

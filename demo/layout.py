@@ -12,9 +12,10 @@ import gradio as gr
 
 from tempo.config import Limits, setting_named
 from tempo.model import TempoModel
+from tempo.render.progress import RunProgress
 from tempo.render.timeline import timeline_figure
 
-from . import api, handlers, tools
+from . import api, handlers, live, live_api, tools
 from .html import MOMENT_JS, PICKER_JS, TURN_PICKER_JS, header_html
 from .server import Server
 from .settings import controls, other_controls, server_settings
@@ -63,7 +64,7 @@ def result_panel() -> tuple[Outputs, Pickers]:
     """The run's outputs by name (status, timeline, chat, ...), and the hidden pickers that clicks on segments and
     on the chat's replies set."""
     status = gr.HTML(elem_id="tempo-status")
-    timeline = gr.Plot(timeline_figure([]), show_label=False, elem_id="tempo-timeline")
+    timeline = gr.Plot(timeline_figure(RunProgress()), show_label=False, elem_id="tempo-timeline")
     filmstrip = gr.HTML(elem_id="tempo-filmstrip")
     pickers = Pickers(gr.HTML(value={}, html_template="", js_on_load=PICKER_JS, elem_id="tempo-picker"),
                       gr.HTML(value={}, html_template="", js_on_load=TURN_PICKER_JS, elem_id="tempo-turn-picker"),
@@ -144,6 +145,8 @@ def analysis_tabs(server: Server) -> Tabs:
                          answers=gr.Dataframe(headers=["budget", "tokens used", "answer", "verdict"], interactive=False,
                                               wrap=True, column_widths=["18%", "14%", "48%", "20%"],
                                               elem_id="tempo-sweep-answers"))
+        with gr.Tab("Live", id="live"):
+            live.live_tab(server)
     segment["tabs"] = tabs
     return Tabs(tabs, segment, compare, others, compare_button, sweep, sweep_button)
 
@@ -235,6 +238,10 @@ def api_endpoints(server: Server, inputs: Inputs, tabs: Tabs) -> None:
         gr.Button(visible=False).click(not_a_tool(connect(endpoint, server, named)), video,
                                        list(named.values()) if named else outputs, inputs_kwargs=settings,
                                        api_name=name, concurrency_id="model", preprocess=False)
+    watching = dict(threshold=gr.Number(None, visible=False), minutes=gr.Number(None, visible=False))
+    named = [gr.Textbox(visible=False), gr.Textbox(visible=False)]  # the stream and the question, as text
+    gr.Button(visible=False).click(not_a_tool(connect(live_api.watch, server)), named, result, inputs_kwargs=watching,
+                                   api_name="watch", concurrency_id="live", preprocess=False)
 
 
 def not_a_tool(fn: Callable) -> Callable:
@@ -258,6 +265,9 @@ def tool_endpoints(server: Server) -> None:
         gr.Button(visible=False).click(connect(tool, server), list(text.values()), gr.Textbox(visible=False),
                                        inputs_kwargs=settings, api_name=name, concurrency_id="model",
                                        preprocess=False)
+    waiting = dict(timeout=gr.Number(None, visible=False), threshold=gr.Number(None, visible=False))
+    gr.Button(visible=False).click(connect(tools.wait_for, server), list(text.values()), gr.Textbox(visible=False),
+                                   inputs_kwargs=waiting, api_name="wait_for", concurrency_id="live", preprocess=False)
 
 
 def build_demo(model: TempoModel, limits: Limits | None = None) -> gr.Blocks:
@@ -276,5 +286,6 @@ def build_demo(model: TempoModel, limits: Limits | None = None) -> gr.Blocks:
         tool_endpoints(server)
         wire(server, inputs, {name: shown[name] for name in ANALYZE_OUTPUTS}, pickers, tabs)
         api_endpoints(server, inputs, tabs)
+    demo.unload(live.unloaded(server))  # a closed page's watch stops, and what it kept is freed
     demo.temp_file_sets.append(server.handed)  # the videos tools were handed go when uploads go (delete_cache)
     return demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=server.device.concurrency)

@@ -11,7 +11,9 @@ from typing import Callable
 import gradio as gr
 
 from tempo.config import setting_named
-from tempo.events import Event, Finished, Segment, SegmentCompressed
+from tempo.errors import TempoError
+from tempo.events import Event, Segment, SegmentCompressed
+from tempo.render.progress import RunProgress
 
 from .api import looked_at
 from .handover import HOW
@@ -63,14 +65,16 @@ def answer(server: Server, video: str, question: str, budget: int | None = None,
     (null, or where it looked closer and why: {"window", "moment", "reason"}), "model"}.
     """
     request = server.request(server.handed_video(video), question, ranged(start, end, budget=budget, zoom=zoom))
-    report, result = reporter(progress), None
+    report, run = reporter(progress), RunProgress(request.question)
     for event in server.run(request):  # to the end, so that the run closes what it opened
         report(event)
-        if isinstance(event, Finished):
-            result = event
-    plan_start = result.segments[0].start if result.segments else 0.0
-    plan_end = result.segments[-1].end if result.segments else 0.0
-    return json.dumps({"answer": result.answer, "looked_at": looked_at(result.segments),
+        run.update(event)
+    result = run.finished
+    if result is None:
+        raise TempoError("The run ended without an answer.")
+    plan_start = run.segments[0].start if run.segments else 0.0
+    plan_end = run.segments[-1].end if run.segments else 0.0
+    return json.dumps({"answer": result.answer, "looked_at": looked_at(run.segments),
                        "tokens_used": result.tokens_used, "budget": result.budget,
                        "num_segments": len(result.segments), "duration": result.video.duration,
                        "window": [plan_start, plan_end], "model": server.model.spec.name,

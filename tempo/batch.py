@@ -181,7 +181,7 @@ def report_name(job_id: str) -> str:
 
 def run_job(model: TempoModel, job: BatchJob, config: RunConfig, cache: VideoCache) -> RunProgress:
     """One job to its `Finished` event, folded into the progress its report is made from."""
-    progress = RunProgress()
+    progress = RunProgress(job.question)
     for event in run(model, job.video, job.question, config, cache):
         progress.update(event)
     if progress.finished is None:
@@ -228,6 +228,6 @@ def answer_job(model: TempoModel, job: BatchJob, base: RunConfig, cache: VideoCa
         return JobError(job.id, message).line(), "error: " + message
     result = progress.finished
     if reports:
-        write_report(Asked(job.question, progress), Path(reports, report_name(job.id)), model=model.spec.name)
+        write_report(Asked(progress), Path(reports, report_name(job.id)), model=model.spec.name)
     line = {"id": job.id, "video": job.video, "question": job.question, **job.extra, **result.to_dict()}
     return line, f"answered in {result.timings.get('total', 0):.1f}s"

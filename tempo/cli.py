@@ -130,7 +130,7 @@ def infer(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     check_question(args.query, limits.max_question_chars)  # before the (slow) model load
     model = tempo_model.from_pretrained(args.model, base=args.base, device=args.device, dtype=args.dtype)
     config = run_config(args, limits, model.spec)
-    progress, run_progress = None, RunProgress()
+    progress, run_progress = None, RunProgress(args.query)
     for event in run(model, args.video, args.query, config):
         run_progress.update(event)
         if isinstance(event, VideoProbed):
@@ -159,7 +159,7 @@ def infer(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                     json.dump(event.to_dict(), f, indent=2, ensure_ascii=False)
                 err.write(f"wrote {args.json_out}\n")
             if args.report:
-                write_report(Asked(args.query, run_progress), args.report, model=model.spec.name)
+                write_report(Asked(run_progress), args.report, model=model.spec.name)
                 err.write(f"wrote {args.report}\n")
     return 0
 

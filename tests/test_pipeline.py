@@ -134,7 +134,8 @@ def test_the_same_question_again_skips_the_compressor(fixture_model, fixtures, t
 
 def test_a_time_range_samples_only_that_part_and_keeps_the_videos_own_times(fixture_model, fixtures):
     from tempo.config import RunConfig
-    from tempo.render.timeline import result_figure
+    from tempo.render.progress import RunProgress
+    from tempo.render.timeline import timeline_figure
     from tempo.video import open_video, plan_sampling
 
     video = fixtures / "videos" / "shapes_40s_320x240.mp4"
@@ -142,7 +143,7 @@ def test_a_time_range_samples_only_that_part_and_keeps_the_videos_own_times(fixt
     result = tempo.answer(fixture_model, video, "What moves?", config)
     assert result.video.window == (10.0, 30.0) and len(result.segments) == 5  # 20 s at 2 fps in 8-frame segments
     assert result.segments[0].start == pytest.approx(10.0) and result.segments[-1].end == pytest.approx(30.0)
-    assert result_figure(result).layout.xaxis.range == (10.0, 30.0)
+    assert timeline_figure(RunProgress.of(result)).layout.xaxis.range == (10.0, 30.0)
     reader = open_video(video)
     plan = plan_sampling(reader, config.sampling)
     reader.close()

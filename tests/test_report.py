@@ -31,6 +31,28 @@ def stream() -> list:
             Finished("A cat", [1, 2], summaries, 100, 84, 32, {"vision": 1.0, "total": 2.0}, PROBED)]
 
 
+def run_of(events: list) -> RunProgress:
+    progress = RunProgress("What is it?")
+    for event in events:
+        progress.update(event)
+    return progress
+
+
+def drawn(relevance: list[float], duration: float, tokens: list[int] | None = None, answer: str | None = None,
+          k_max: int = 32) -> RunProgress:
+    """The record of a run over 4-second segments with these scores (and tokens, and an answer)."""
+    probed = VideoProbed("v.mp4", duration, 25.0, 500, 64, 48, 8 * len(relevance), 2.0, len(relevance), "pyav")
+    events: list = [probed, *(SegmentCompressed(i, 4.0 * i, 4.0 * (i + 1), r, frame=frame(i),
+                                                num_segments=len(relevance)) for i, r in enumerate(relevance))]
+    if tokens is not None:
+        events.append(AllocationDone(tokens, sum(tokens), sum(tokens), 4, k_max, "ata", "head", 0))
+    if answer is not None:
+        events.append(Finished(answer, [], [Segment(i, 4.0 * i, 4.0 * (i + 1), r, k)
+                                            for i, (r, k) in enumerate(zip(relevance, tokens or []))],
+                               sum(tokens or []), sum(tokens or []), k_max, {}, probed))
+    return run_of(events)
+
+
 def test_progress_follows_the_stream():
     progress = RunProgress()
     assert progress.status == "opening" and progress.eta() is None
@@ -54,17 +76,17 @@ def test_stats_and_key_frames():
     stats = run_stats(finished)
     assert stats["tokens_per_frame"] == pytest.approx(84 / 40)
     assert stats["reduction"] == pytest.approx(5 * 32 / 84)
-    frames = [frame(i) for i in range(5)]
-    picked = key_frames(finished.segments, frames, count=3)
+    picked = key_frames(run_of(stream()).segments, count=3)
     # The three largest allocations (ties to the more relevant), shown in time order; no zero-token segment.
     assert [int(f[0, 0, 0]) for f, _ in picked] == [1, 2, 3]
     assert picked[0][1] == "00:04–00:08 · 32 tokens"
-    assert len(key_frames(finished.segments, frames, count=10)) == 4
+    assert len(key_frames(run_of(stream()).segments, count=10)) == 4
 
 
 def test_export_writes_json_and_csv(tmp_path):
-    finished = stream()[-1]
-    json_path, csv_path = export.export([("What first?", finished), ("What next?", finished)], tmp_path)
+    first, second = run_of(stream()), run_of(stream())
+    first.question, second.question = "What first?", "What next?"
+    json_path, csv_path = export.export([first, second], tmp_path)
     turns = json.loads(json_path.read_text())["turns"]
     assert [t["question"] for t in turns] == ["What first?", "What next?"] and turns[1]["segments"][1]["tokens"] == 32
     rows = list(csv.DictReader(csv_path.open()))
@@ -86,38 +108,55 @@ def test_time_ticks_stay_few_and_round():
 
 def test_figure_while_streaming_and_after_allocation():
     events = stream()
-    streaming = timeline.timeline_figure(events[1:3], duration=20.0, num_segments=5)
+    streaming = timeline.timeline_figure(run_of(events[:3]))
     assert [t.name for t in streaming.data] == ["relevance (scaled)", "relevance"]  # curve and strip, no bars yet
     pending, = {(shape.x0, shape.x1) for shape in streaming.layout.shapes if shape.type == "rect"}  # both rows
     assert pending == (events[2].end, 20.0)  # the rest of the video, greyed out
     assert streaming.layout.yaxis.range == (0, 1.04)  # relevance on [0, 1] from the first segment on
-    done = timeline.timeline_figure(events[-1].segments, TOKENS, duration=20.0, num_segments=5, budget=100,
-                                 k_min=4, k_max=32)
+    done = timeline.timeline_figure(run_of(events))
     bars = next(t for t in done.data if t.type == "bar")
     assert list(bars.y) == TOKENS and "00:04–00:08" in bars.customdata[1][0]
     assert {"k_max 32", "k_min 4", "budget ÷ segments 20"} <= {a.text for a in done.layout.annotations}
     assert done.layout.xaxis.ticktext[-1] == "00:20"
     assert done.layout.yaxis.range == (0, 1.04)
-    assert timeline.timeline_figure([]).data == ()
+    assert timeline.timeline_figure(RunProgress()).data == ()
 
 
 def test_the_relevance_curve_shows_what_ata_reads_with_the_raw_score_on_hover():
     # Tempo-Tiny's raw scores can all sit under 0.005: drawn raw, the curve would lie flat on zero.
     raw = [0.0011, 0.0042, 0.0019, 0.0011]
-    segments = [Segment(i, 4.0 * i, 4.0 * (i + 1), r, 8) for i, r in enumerate(raw)]
-    figure = timeline.timeline_figure(segments, [8] * 4, duration=16.0, k_max=32)
+    figure = timeline.timeline_figure(drawn(raw, 16.0, [8] * 4))
     curve = next(t for t in figure.data if t.name == "relevance (scaled)")
     assert list(curve.y) == pytest.approx([0.0, 1.0, 8 / 31, 0.0])
     assert curve.customdata[1][timeline.point_field("relevance")] == "relevance 1.00 of the range (raw score 0.0042)"
     assert figure.layout.yaxis.title.text == "relevance, scaled"
-    flat = timeline.timeline_figure(segments[:1], duration=4.0)
+    flat = timeline.timeline_figure(drawn(raw[:1], 4.0))
     assert list(next(t for t in flat.data if t.type == "scatter").y) == [1.0]  # one segment: ATA gives it all
+
+
+def test_the_live_and_the_finished_timeline_come_from_one_function(monkeypatch):
+    import ast
+    from pathlib import Path
+
+    drawn_with: list[int] = []
+    draw = timeline._timeline
+    monkeypatch.setattr(timeline, "_timeline", lambda *args, **kwargs: drawn_with.append(len(args[0])) or
+                        draw(*args, **kwargs))
+    run = RunProgress()
+    for event in stream():  # every step of a run, from the probe to the finished answer, through one function
+        run.update(event)
+        timeline.timeline_figure(run)
+    assert drawn_with == [0, 1, 2, 3, 4, 5, 5, 5, 5, 5]
+    root = Path(timeline.__file__).parents[2]
+    callers = {str(path.relative_to(root)) for folder in ("tempo", "demo") for path in (root / folder).rglob("*.py")
+               if any("_timeline" in (getattr(node, "id", None), getattr(node, "attr", None), getattr(node, "name", None))
+                      for node in ast.walk(ast.parse(path.read_text())))}
+    assert callers == {"tempo/render/timeline.py"}  # nothing else draws a run's timeline its own way
 
 
 def test_a_short_evidence_band_stays_visible_and_the_answers_time_is_marked():
     events = stream()
-    hour = timeline.timeline_figure(events[-1].segments, TOKENS, duration=3600.0, k_min=4, k_max=32,
-                                    evidence=[(100.0, 101.0)], answer_times=[100.5])
+    hour = timeline.timeline_figure(drawn(RELEVANCE, 3600.0, TOKENS, "At 100.5 seconds."), evidence=[(100.0, 101.0)])
     (x0, x1), = {(shape.x0, shape.x1) for shape in hour.layout.shapes if shape.type == "rect"}
     assert x1 - x0 >= 3600 * timeline.EVIDENCE_MIN_SHARE - 1e-9 and x0 < 100.5 < x1
     assert "evidence" in [trace.name for trace in hour.data]  # named in the legend, not over the plot
@@ -132,14 +171,14 @@ def test_a_long_videos_filmstrip_groups_neighbours_into_at_most_128_cells():
     from tempo.render.report import filmstrip_html
 
     tokens = [4 + (i * 7919) % 29 for i in range(1024)]
-    segments = [Segment(i, 4.0 * i, 4.0 * i + 4, 0.5, k) for i, k in enumerate(tokens)]
-    strip = filmstrip_html(segments, [frame(0)] * 1024, 4, 32)
+    segments = [Segment(i, 4.0 * i, 4.0 * i + 4, 0.5, k, frame(0)) for i, k in enumerate(tokens)]
+    strip = filmstrip_html(segments, 4, 32)
     cells = re.findall(r"data-segment='(\d+)' data-seconds='([\d.]+)'", strip)
     assert len(cells) == 128
     for number, (index, seconds) in enumerate(cells):  # groups of 8: the one that kept most, from its start
         group = range(8 * number, 8 * number + 8)
         assert int(index) == max(group, key=lambda i: (tokens[i], -i)) and float(seconds) == 32.0 * number
-    assert filmstrip_html(segments[:38], [frame(0)] * 38, 4, 32).count("data-segment=") == 38
+    assert filmstrip_html(segments[:38], 4, 32).count("data-segment=") == 38
 
 
 def test_stage_timings_add_up_to_the_total_with_decoding_alongside(fixture_model, fixtures):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 from demo.html import PICKER_JS, looked_html, seekable
-from tempo.events import Segment
+from tempo.events import Finished, Segment, VideoProbed
+from tempo.render.progress import RunProgress
 from tempo.render.timeline import PointData, named_times, timeline_figure
 
 
@@ -16,7 +17,8 @@ def script_index(name: str) -> int:
 
 def test_a_click_reads_the_segment_and_its_start_from_where_the_figure_put_them():
     segments = [Segment(i, 4.0 * i, 4.0 * i + 4, 0.1 * i, 8 + i) for i in range(5)]
-    figure = timeline_figure(segments, tokens=[s.tokens for s in segments], k_max=32, duration=20.0)
+    probed = VideoProbed("v.mp4", 20.0, 2.0, 40, 64, 32, 40, 2.0, 5, "test")
+    figure = timeline_figure(RunProgress.of(Finished("", [], segments, 60, 60, 32, {}, probed)))
     points = [trace for trace in figure.data if trace.type in ("bar", "scatter")]
     assert points, "the timeline drew no points"
     for trace in points:
@@ -43,13 +45,9 @@ def test_the_chat_seeks_to_the_times_the_timeline_marks_and_no_others():
 def test_where_it_looked_shows_relevance_as_ata_reads_it_with_the_raw_score_on_hover():
     import numpy as np
 
-    from tempo.events import Finished, VideoProbed
-
     raw = [0.0011, 0.0042, 0.0019, 0.0011]  # Tempo-Tiny's scores for a question it finds little to say about
-    segments = [Segment(i, 4.0 * i, 4.0 * (i + 1), r, 8) for i, r in enumerate(raw)]
-    probed = VideoProbed("v.mp4", 16.0, 2.0, 32, 64, 32, 32, 2.0, 4, "test")
-    result = Finished("At 6 seconds.", [], segments, 32, 32, 32, {}, probed)
-    frames = [np.zeros((8, 8, 3), np.uint8)] * 4
-    shown = re.findall(r"<span title='([^']*)'>([^<]*)</span>", looked_html(result, frames, [0.0, 4.0, 8.0, 12.0]))
+    segments = [Segment(i, 4.0 * i, 4.0 * (i + 1), r, 8, np.zeros((8, 8, 3), np.uint8), 4.0 * i)
+                for i, r in enumerate(raw)]
+    shown = re.findall(r"<span title='([^']*)'>([^<]*)</span>", looked_html(segments))
     assert [text.split(" · ")[1] for _, text in shown] == ["1.00", "0.26", "0.00"]  # not "0.00" three times
     assert shown[0][0] == "relevance 1.00 of the range (raw score 0.0042)"

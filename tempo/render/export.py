@@ -4,28 +4,33 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import asdict
 from pathlib import Path
 from typing import Sequence
 
 from ..events import Finished
+from .progress import RunProgress
 
 SEGMENT_FIELDS = ("index", "start", "end", "relevance", "tokens")
 TURN_FIELDS = ("turn", "question")
 
 
-def export(turns: Sequence[tuple[str, Finished]], directory: str | Path,
-           stem: str = "tempo-segments") -> tuple[Path, Path]:
-    """Write (question, run) pairs about one video as JSON ({"turns": [{question, ...the API's result}]}) and their
+def export(runs: Sequence[RunProgress], directory: str | Path, stem: str = "tempo-segments") -> tuple[Path, Path]:
+    """Write finished runs about one video as JSON ({"turns": [{question, ...the API's result}]}) and their
     per-segment tables as one CSV (turn numbered from 1, question, then the segment's fields)."""
     directory = Path(directory)
     json_path, csv_path = directory / f"{stem}.json", directory / f"{stem}.csv"
-    document = {"turns": [{"question": question, **result.to_dict()} for question, result in turns]}
+    document = {"turns": [{"question": run.question, **finished(run).to_dict()} for run in runs]}
     json_path.write_text(json.dumps(document, indent=2, ensure_ascii=False), encoding="utf-8")
     with csv_path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=TURN_FIELDS + SEGMENT_FIELDS)
         writer.writeheader()
-        for number, (question, result) in enumerate(turns, 1):
-            writer.writerows({"turn": number, "question": question} |
-                             {k: v for k, v in asdict(s).items() if k in SEGMENT_FIELDS} for s in result.segments)
+        for number, run in enumerate(runs, 1):
+            writer.writerows({"turn": number, "question": run.question} |
+                             {k: v for k, v in s.to_dict().items() if k in SEGMENT_FIELDS} for s in run.segments)
     return json_path, csv_path
+
+
+def finished(run: RunProgress) -> Finished:
+    if run.finished is None:
+        raise ValueError("the run has not finished: there is nothing to export yet")
+    return run.finished

@@ -4,14 +4,14 @@ report), and the numbers and key frames that sum it up."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Sequence
 
 import numpy as np
 
-from ..events import (AllocationDone, AnswerToken, Compressed, Event, Finished, SegmentCompressed, SegmentRead,
-                      Segment, VideoProbed, Zoomed)
+from ..events import (AllocationDone, AnswerToken, Compressed, Event, Finished, Segment, SegmentCompressed,
+                      SegmentRead, VideoProbed, Zoomed)
 from ..times import clock, span
 
 KEY_FRAMES = 6  # thumbnails of the segments that kept the most tokens, on the page and in reports
@@ -30,11 +30,14 @@ class Status(str, Enum):
 
 @dataclass
 class RunProgress:
-    """Folds the event stream into what a viewer needs at any moment (the UI and the streaming API share it)."""
+    """The one record of a question's run, live or finished, that every surface reads (the page, the API, the
+    report, the tools, the exports): its events folded into the question, the segments (each with its tokens once
+    allocated and its key frame), the allocation, the answer so far and the finished result."""
 
+    question: str = ""
     started: float = field(default_factory=time.perf_counter)
     probed: VideoProbed | None = None
-    segments: list[SegmentCompressed] = field(default_factory=list)
+    segments: list[Segment] = field(default_factory=list)
     allocation: AllocationDone | None = None
     answer: str = ""
     finished: Finished | None = None
@@ -60,11 +63,24 @@ class RunProgress:
             self.segments.append(event)
         elif isinstance(event, AllocationDone):
             self.allocation = event
+            self.segments = [replace(s, tokens=k) for s, k in zip(self.segments, event.tokens)]
         elif isinstance(event, AnswerToken):
             self.answer += event.text
         elif isinstance(event, Finished):
             self.finished = event
             self.answer = event.answer
+            self.question = self.question or event.question
+
+    @classmethod
+    def of(cls, result: Finished) -> RunProgress:
+        """The record of a run known only by its result (another allocation of a compression: no key frames)."""
+        allocation = result.config.allocation
+        progress = cls(result.question, probed=result.video, segments=list(result.segments), zoom=result.zoom)
+        progress.allocation = AllocationDone([s.tokens or 0 for s in result.segments], result.budget,
+                                             result.tokens_used, allocation.k_min, result.k_max,
+                                             allocation.strategy, allocation.truncation, 0)
+        progress.update(result)
+        return progress
 
     @property
     def status(self) -> Status:
@@ -75,16 +91,6 @@ class RunProgress:
         if self.read and not self.segments:
             return Status.READING
         return Status.COMPRESSING if self.probed else Status.OPENING
-
-    @property
-    def frames(self) -> list[np.ndarray]:
-        """Each compressed segment's thumbnail, in order (what key frames, filmstrips and reports show)."""
-        return [segment.frame for segment in self.segments]
-
-    @property
-    def frame_times(self) -> list[float]:
-        """When each thumbnail's frame was taken (a segment's start where that is not known)."""
-        return [s.start if s.frame_time is None else s.frame_time for s in self.segments]
 
     @property
     def num_segments(self) -> int:
@@ -106,12 +112,10 @@ class RunProgress:
         """The API's JSON: partial while streaming (`stage` says how far), `Finished.to_dict()` at the end."""
         if self.finished:
             return {"stage": Status.DONE.value, **self.finished.to_dict()}
-        tokens = self.allocation.tokens if self.allocation else [None] * len(self.segments)
         return {
             "stage": self.status.value,
             "answer": self.answer,
-            "segments": [{"index": s.index, "start": s.start, "end": s.end, "relevance": s.relevance, "tokens": k}
-                         for s, k in zip(self.segments, tokens)],
+            "segments": [s.to_dict() for s in self.segments],
             "num_segments": self.num_segments,
             "budget": self.allocation.budget if self.allocation else None,
             "tokens_used": self.allocation.tokens_used if self.allocation else None,
@@ -136,19 +140,16 @@ def run_stats(result: Finished) -> dict[str, float | int]:
     }
 
 
-def key_segments(segments: Sequence[Segment], available: int,
-                 count: int = KEY_FRAMES) -> list[Segment]:
-    """The `count` segments that kept the most tokens (of the first `available`, which have thumbnails), in time
-    order."""
+def key_segments(segments: Sequence[Segment], count: int = KEY_FRAMES) -> list[Segment]:
+    """The `count` segments with a key frame that kept the most tokens, in time order."""
     # Ties (every segment at k_max when compression is off) go to the more relevant, then the earlier segment.
-    kept = [s for s in segments if s.tokens > 0 and s.index < available]
+    kept = [s for s in segments if s.tokens and s.frame is not None]
     ranked = sorted(kept, key=lambda s: (-s.tokens, -(s.relevance or 0.0), s.index))[:count]
     return sorted(ranked, key=lambda s: s.index)
 
 
-def key_frames(segments: Sequence[Segment], frames: Sequence[np.ndarray], count: int = KEY_FRAMES,
-               times: Sequence[float] | None = None) -> list[tuple[np.ndarray, str]]:
-    """Thumbnails of `key_segments`, captioned with the frame's time (`times`, else the segment's span) and the
-    tokens the segment kept."""
-    return [(frames[s.index], f"{clock(times[s.index]) if times else span(s.start, s.end)} · {s.tokens} tokens")
-            for s in key_segments(segments, len(frames), count)]
+def key_frames(segments: Sequence[Segment], count: int = KEY_FRAMES) -> list[tuple[np.ndarray, str]]:
+    """Key frames of `key_segments`, captioned with the frame's time (else the segment's span) and the tokens the
+    segment kept."""
+    return [(s.frame, f"{span(s.start, s.end) if s.frame_time is None else clock(s.frame_time)} · {s.tokens} tokens")
+            for s in key_segments(segments, count) if s.frame is not None]

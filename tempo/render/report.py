@@ -27,7 +27,7 @@ from .progress import RunProgress, key_frames, run_stats
 from .style import FONT, GUIDE, KEPT_RGB, MUTED_TEXT, SQUEEZED_RGB
 from ..times import clock, span
 from .text import answer_text, timings_text
-from .timeline import result_figure
+from .timeline import timeline_figure
 
 FILMSTRIP_EDGE = 112  # long edge of a filmstrip thumbnail
 FILMSTRIP_CELLS = 128  # past this many segments, neighbours share a cell (no sideways scrolling)
@@ -59,27 +59,26 @@ def token_colour(tokens: int, k_min: int, k_max: int) -> str:
     return f"rgb({r}, {g}, {b})"
 
 
-def filmstrip_html(segments: Sequence[Segment], frames: Sequence[np.ndarray], k_min: int, k_max: int,
-                   max_cells: int = FILMSTRIP_CELLS, times: Sequence[float] | None = None) -> str:
-    """Thumbnails in time order under the timeline, bordered by the tokens kept: one per segment, or past
+def filmstrip_html(segments: Sequence[Segment], k_min: int, k_max: int, max_cells: int = FILMSTRIP_CELLS) -> str:
+    """Key frames in time order under the timeline, bordered by the tokens kept: one per segment, or past
     `max_cells` one per group of neighbours, showing the group's segment that kept the most. Each carries that
     segment's index (`data-segment`) for the page's segment inspector and the time of the frame it shows
-    (`data-seconds`, from `times`; the group's start where they are not given)."""
+    (`data-seconds`; the group's start where that is not known)."""
     size = max(1, math.ceil(len(segments) / max_cells))
     cells = []
     for first in range(0, len(segments), size):
         group = segments[first:first + size]
-        shown = max(group, key=lambda s: (s.tokens, s.relevance or 0.0, -s.index))
-        if shown.index >= len(frames):
+        shown = max(group, key=lambda s: (s.tokens or 0, s.relevance or 0.0, -s.index))
+        if shown.frame is None:
             continue
         start, end = group[0].start, group[-1].end
-        seconds = times[shown.index] if times else start
+        seconds = start if shown.frame_time is None else shown.frame_time
         title = f"{span(start, end)} · {shown.tokens} tokens"
         if size > 1:
             title += f" (most of {len(group)} segments)"
         cells.append(f"<button class='tempo-film' data-segment='{shown.index}' data-seconds='{seconds:.2f}' "
                      f"title='{html.escape(title)}' style='border-color:{token_colour(shown.tokens, k_min, k_max)}'>"
-                     f"<img src='{data_uri(frames[shown.index], FILMSTRIP_EDGE)}' alt='segment {shown.index}'>"
+                     f"<img src='{data_uri(shown.frame, FILMSTRIP_EDGE)}' alt='segment {shown.index}'>"
                      f"<span>{clock(seconds)}</span></button>")
     return f"<div class='tempo-filmstrip'>{''.join(cells)}</div>"
 
@@ -101,12 +100,15 @@ footer { margin-top: 2rem; font-size: 0.8rem; color: GUIDE; }
 
 @dataclass(frozen=True)
 class Asked:
-    """One question in a report and its finished run; `truth` for a shipped example."""
+    """One question's finished run in a report; `truth` for a shipped example."""
 
-    question: str
     run: RunProgress
     truth: Truth | None = None
     figure: go.Figure | None = None  # its timeline when the caller has drawn it already (else drawn here)
+
+    @property
+    def question(self) -> str:
+        return self.run.question
 
     @functools.cached_property
     def section(self) -> str:
@@ -122,7 +124,7 @@ def report_section(asked: Asked) -> str:
         raise ValueError("the run has not finished: there is nothing to report yet")
     truth = asked.truth
     stats = run_stats(result)
-    figure = asked.figure or result_figure(result, truth.evidence if truth else ())
+    figure = asked.figure or timeline_figure(asked.run, truth.evidence if truth else ())
     timeline = pio.to_html(figure, include_plotlyjs=False, full_html=False, config={"displaylogo": False})
     settings = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
                        for k, v in result.config.summary(result.budget).items())
@@ -138,8 +140,7 @@ def report_section(asked: Asked) -> str:
     timings = timings_text(result.timings, result.alongside)
     frames = "".join(f"<figure><img src='{data_uri(frame, REPORT_FRAME_EDGE)}' alt='{html.escape(caption)}'>"
                      f"<figcaption>{html.escape(caption)}</figcaption></figure>"
-                     for frame, caption in key_frames(result.segments, asked.run.frames,
-                                                      times=asked.run.frame_times))
+                     for frame, caption in key_frames(asked.run.segments))
     truth_html = ""
     if truth is not None:
         verdict = "right" if truth.correct else "wrong"

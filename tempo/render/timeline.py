@@ -92,7 +92,7 @@ POINT_HOVER = (f"<b>%{{customdata[{point_field('span')}]}}</b><br>%{{customdata[
                f"<br>tokens %{{customdata[{point_field('tokens')}]}}<extra></extra>")
 
 
-def timeline_figure(segments: Sequence[Segment], tokens: Sequence[int] | None = None, *,
+def _timeline(segments: Sequence[Segment], tokens: Sequence[int] | None = None, *,
                     duration: float | None = None, num_segments: int | None = None, budget: int | None = None,
                     k_min: int | None = None, k_max: int | None = None, note: str | None = None,
                     evidence: Sequence[tuple[float, float]] = (), answer_times: Sequence[float] = (),
@@ -304,29 +304,20 @@ def sweep_figure(segments: Sequence[Segment], sweep: Sequence[Finished], *, dura
     return page_layout(fig, 90 + 44 * len(rows), "sweep")
 
 
-def progress_figure(progress: RunProgress, evidence: Sequence[tuple[float, float]] = ()) -> go.Figure:
-    """`timeline_figure` for a run in flight (or finished), straight from its folded events."""
-    allocation, probed = progress.allocation, progress.probed
-    start, end = axis_of(probed) or (progress.zoom.window if progress.zoom else (0.0, None))
-    return timeline_figure(
-        progress.segments, allocation.tokens if allocation else None, start=start, zoom=progress.zoom,
-        duration=end, num_segments=progress.num_segments or None, within=window_of(probed),
+def timeline_figure(run: RunProgress, evidence: Sequence[tuple[float, float]] = ()) -> go.Figure:
+    """The timeline of one run, live (what is compressed so far, the rest pending) or finished, from its record:
+    relevance, then the tokens each segment kept, the answer's times, and a zoomed answer's first pass above it."""
+    allocation, probed = run.allocation, run.probed
+    start, end = axis_of(probed) or (run.zoom.window if run.zoom else (0.0, None))
+    return _timeline(
+        run.segments, [s.tokens or 0 for s in run.segments] if allocation else None, start=start, zoom=run.zoom,
+        duration=end, num_segments=run.num_segments or None, within=window_of(probed),
         budget=allocation.budget if allocation else None, k_min=allocation.k_min if allocation else None,
         k_max=allocation.k_max if allocation else None,
-        note=None if progress.segments else "waiting for the first segment…", evidence=evidence,
-        answer_times=named_times(progress.finished.answer, probed.duration) if progress.finished else ())
+        note="waiting for the first segment…" if probed else None, evidence=evidence,
+        answer_times=named_times(run.finished.answer, probed.duration) if run.finished and probed else ())
 
 
 def named_times(answer: str, duration: float) -> list[float]:
     """The times in the video an answer names (see text.time_mentions), in order, each once."""
     return sorted({seconds for *_, seconds in time_mentions(answer) if 0 <= seconds <= duration})
-
-
-def result_figure(result: Finished, evidence: Sequence[tuple[float, float]] = ()) -> go.Figure:
-    """`timeline_figure` of a finished run."""
-    start, end = axis_of(result.video)
-    return timeline_figure(result.segments, [s.tokens for s in result.segments], start=start, duration=end,
-                           within=window_of(result.video), zoom=result.zoom,
-                           budget=result.budget, k_min=result.config.allocation.k_min,
-                           k_max=result.k_max, evidence=evidence,
-                           answer_times=named_times(result.answer, result.video.duration))
