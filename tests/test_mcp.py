@@ -61,9 +61,12 @@ def uploaded(url: str, path: Path) -> str:
     return response.json()[0]
 
 
-def test_the_app_lists_exactly_the_two_tools_described_for_an_agent(app):
+def test_the_app_lists_exactly_the_three_tools_described_for_an_agent(app):
     tools = with_tools(app, lambda session: session.list_tools()).tools
-    assert sorted(tool.name for tool in tools) == ["answer", "locate"]
+    assert sorted(tool.name for tool in tools) == ["answer", "locate", "wait_for"]
+    waits = next(tool for tool in tools if tool.name == "wait_for")  # a stream's, not a video's (test_live_app.py)
+    assert waits.inputSchema["required"] == ["stream", "question"] and "Returns JSON" in waits.description
+    tools = [tool for tool in tools if tool is not waits]
     for tool in tools:
         schema = tool.inputSchema
         assert schema["required"] == ["video", "question"]  # the settings are optional

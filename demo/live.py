@@ -1,0 +1,340 @@
+"""The Live tab: a standing question over the visitor's camera, a stream URL, a file played as if live or (on the
+embedded model) a synthetic world that never ends. Each segment's relevance joins a scrolling timeline as it
+arrives; a clear rise raises an alert in the conversation (with a browser notification if asked), which replays
+the moment from the replay buffer; "Ask now" answers over the rolling window. Handlers take the server, the
+request's values and the visitor's session (`owner`), and return named updates, as `handlers` do."""
+
+from __future__ import annotations
+
+import inspect
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import gradio as gr
+
+from tempo.config import RunConfig
+from tempo.errors import InputError
+from tempo.events import AnswerToken, Finished
+from tempo.live import Alert, LiveSegment, WatchEnded
+from tempo.times import clock, span
+
+from .live_api import begin, followed, refuse_on_zerogpu, synthetic_allowed, watches_of
+from .live_sources import (NOT_ON_ZEROGPU, Source, Watching, camera, config_of, file_source, synthetic_source,
+                           url_source, zerogpu_live_cost)
+from .live_view import View, answer_html, live_figure, question_html
+from .refusals import refusal
+from .server import Server
+
+CAMERA_EVERY_S = 0.5  # the browser sends a frame this often: the 2 fps the compressor samples
+CAMERA_SILENCE_S = 6.0  # a camera that has sent nothing for this long was stopped or unplugged
+REPLAY_LEAD_S = 6.0  # a replay starts this long before the moment
+ANSWER_REFRESH_S = 0.1
+SYNTHETIC_SEED = 800_011  # the page's synthetic world: its first event (a purple diamond) comes at 0:24
+KINDS = {"camera": "Camera", "url": "Stream URL", "file": "A file, played as live",
+         "synthetic": "Synthetic world (never ends)"}
+Updates = dict[str, object]
+camera_clock = time.monotonic  # when a camera's frames arrive (their stream time) and when it last sent one
+
+# A click on anything with `data-live-seconds` (an alert, a time in an answer, a key frame) asks for the replay
+# from there: {"seconds": s, "click": n}. New alerts become browser notifications once the visitor allows them.
+LIVE_JS = """
+let clicks = 0;
+document.addEventListener('click', (event) => {
+  const timed = event.target.closest('[data-live-seconds]');
+  if (timed) { event.preventDefault(); props.value = {seconds: Number(timed.dataset.liveSeconds), click: ++clicks}; }
+});
+const told = new Set();
+new MutationObserver(() => {
+  document.querySelectorAll('#tempo-live-chat .tempo-live-alert').forEach((alert) => {
+    const key = alert.dataset.liveSeconds;
+    if (told.has(key)) return;
+    told.add(key);
+    if (window.tempoLiveNotify && 'Notification' in window && Notification.permission === 'granted')
+      new Notification('Tempo live: an alert', {body: alert.innerText.split('\\n')[0]});
+  });
+}).observe(document.body, {childList: true, subtree: true});
+"""
+NOTIFY_JS = ("(on) => { window.tempoLiveNotify = on; if (on && 'Notification' in window) "
+             "Notification.requestPermission(); return on; }")
+LIVE_CSS = """
+#tempo-live-film .tempo-live-film { display: flex; gap: 4px; overflow: hidden; }
+#tempo-live-film a { flex: 0 0 auto; cursor: pointer; text-align: center; font-size: 0.7rem; }
+#tempo-live-film img { display: block; height: 48px; border-radius: 3px; }
+.tempo-live-alert { display: flex; gap: 10px; align-items: center; cursor: pointer; }
+.tempo-live-alert img { height: 72px; border-radius: 4px; border: 2px solid #dc2626; }
+.tempo-live-seek { cursor: pointer; text-decoration: underline dotted; }
+"""
+
+
+def live_tab(server: Server) -> dict[str, gr.components.Component]:
+    """The Live tab's controls and outputs, wired (called inside its `gr.Tab`); on ZeroGPU, why there is none."""
+    if server.device.remote:
+        gr.Markdown(NOT_ON_ZEROGPU.format(minutes=zerogpu_live_cost()[1]), elem_id="tempo-live-off")
+        return {}
+    tiny = synthetic_allowed(server)
+    kinds = [(label, kind) for kind, label in KINDS.items() if kind != "synthetic" or tiny]
+    gr.HTML(f"<style>{LIVE_CSS}</style>", padding=False)
+    gr.Markdown("A standing question over a stream: every 8 frames (4 s at 2 fps) are compressed with it as they "
+                "arrive, and a segment whose relevance rises clearly above the stream's recent level raises an alert."
+                + (" Tempo-Tiny knows only its synthetic world of shapes: the synthetic stream shows live mode doing "
+                   "what it can do here." if tiny else ""))
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=2, min_width=300):
+            kind = gr.Radio(kinds, value="synthetic" if tiny else "camera", label="Source", elem_id="tempo-live-kind")
+            cam = gr.Image(sources=["webcam"], streaming=True, type="numpy", label="Camera", visible=not tiny,
+                           webcam_options=gr.WebcamOptions(mirror=False), height=220, elem_id="tempo-live-camera")
+            url = gr.Textbox(label="Stream URL", placeholder="https://…/live.m3u8, rtsp://…, or an endless http video",
+                             visible=False, max_lines=1, elem_id="tempo-live-url")
+            upload = gr.File(label="Video, played as if live", file_types=["video"], visible=False, height=100,
+                             elem_id="tempo-live-file")
+            seed = gr.Number(SYNTHETIC_SEED, precision=0, label="World seed (800,000-899,999: never trained on)",
+                             visible=tiny, elem_id="tempo-live-seed")
+            question = gr.Textbox(label="Standing question", lines=2, elem_id="tempo-live-question",
+                                  max_length=server.limits.max_question_chars,
+                                  value=synthetic_source(SYNTHETIC_SEED).suggestion if tiny else "",
+                                  placeholder="e.g. Tell me when the delivery van arrives")
+            threshold = gr.Slider(0.5, 12, value=config_of(server.limits).rule.rise, step=0.5, label="Alert threshold",
+                                  info="how far a segment's relevance must rise above the stream's recent level "
+                                       "(log-odds); it applies from the next segment", elem_id="tempo-live-threshold")
+            notify = gr.Checkbox(label="Also as a browser notification", elem_id="tempo-live-notify")
+            with gr.Row():
+                start = gr.Button("Start watching", variant="primary", elem_id="tempo-live-start")
+                stop = gr.Button("Stop", variant="stop", elem_id="tempo-live-stop")
+        with gr.Column(scale=3):
+            status = gr.HTML(elem_id="tempo-live-status")
+            timeline = gr.Plot(live_figure([]), show_label=False, elem_id="tempo-live-timeline")
+            film = gr.HTML(elem_id="tempo-live-film")
+            chat = gr.Chatbot(label="Alerts and answers", show_label=False, height=300, elem_id="tempo-live-chat",
+                              sanitize_html=False, feedback_options=None, group_consecutive_messages=False,
+                              placeholder="Alerts appear here with their moment; so do answers to Ask now.")
+            with gr.Row():
+                ask = gr.Textbox(label="Ask now", scale=4, max_lines=1, elem_id="tempo-live-ask",
+                                 placeholder="a question about the last minutes, answered over the window")
+                ask_button = gr.Button("Ask now", scale=1, elem_id="tempo-live-ask-button")
+            replay = gr.Video(label="Replay", interactive=False, autoplay=True, height=220, elem_id="tempo-live-replay")
+            picker = gr.HTML(value={}, html_template="", js_on_load=LIVE_JS, elem_id="tempo-live-picker")
+            timer = gr.Timer(2.0, active=False)
+    shown = dict(status=status, timeline=timeline, film=film, chat=chat)
+    watching = dict(shown, timer=timer)
+    limit = server.limits.live_watches
+    kind.change(named(kind_changed, server, dict(cam=cam, url=url, upload=upload, seed=seed, question=question)),
+                [kind, seed], [cam, url, upload, seed, question], queue=False, api_visibility="private")
+    started = start.click(named(start_watch, server, watching), [kind, url, upload, seed, question, threshold],
+                          list(watching.values()), concurrency_id="live", concurrency_limit=limit,
+                          show_progress="hidden", api_visibility="private")
+    cam.stream(named(camera_frame, server, watching), [cam, question, threshold], list(watching.values()),
+               stream_every=CAMERA_EVERY_S, concurrency_id="live-camera", concurrency_limit=limit,
+               show_progress="hidden", api_visibility="private")
+    timer.tick(named(camera_check, server, watching), None, list(watching.values()), show_progress="hidden",
+               api_visibility="private")
+    stop.click(named(stop_watch, server, dict(status=status, timer=timer)), None, [status, timer],
+               cancels=[started], queue=False, api_visibility="private")
+    threshold.change(named(set_threshold, server, {}), threshold, None, queue=False, api_visibility="private")
+    notify.change(None, notify, None, js=NOTIFY_JS, queue=False, api_visibility="private")
+    gr.on([ask_button.click, ask.submit], named(ask_now, server, dict(chat=chat, ask=ask)), ask, [chat, ask],
+          concurrency_id="model", show_progress="hidden", api_visibility="private")
+    picker.change(named(replay_at, server, dict(replay=replay)), picker, replay, concurrency_id="live-replay",
+                  concurrency_limit=2, api_visibility="private")
+    return watching
+
+
+def named(handler: Callable, server: Server, outputs: dict) -> Callable:
+    """`handler` as Gradio calls it: the server and the visitor's session filled in, its named updates in the order
+    of `outputs` (what it leaves out stays as it is), refusals as the visitor's message."""
+    names = list(outputs)
+
+    def ordered(updates: Updates) -> object:
+        values = [updates.get(name, gr.skip()) for name in names]
+        return values[0] if len(values) == 1 else values if values else None
+
+    if inspect.isgeneratorfunction(handler):
+        def fn(*args):
+            *values, request = args
+            try:
+                for updates in handler(server, *values, owner=owner_of(request)):
+                    yield ordered(updates)
+            except Exception as exc:
+                raise refusal(exc) from None
+    else:
+        def fn(*args):
+            *values, request = args
+            try:
+                return ordered(handler(server, *values, owner=owner_of(request)))
+            except Exception as exc:
+                raise refusal(exc) from None
+    # Gradio passes the request where the signature names a gr.Request: after the event's inputs.
+    inputs = [p for p in list(inspect.signature(handler).parameters.values())[1:] if p.kind == p.POSITIONAL_OR_KEYWORD]
+    fn.__signature__ = inspect.Signature([p.replace(annotation=inspect.Parameter.empty) for p in inputs] + [
+        inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=gr.Request)])
+    fn.__name__, fn.__doc__, fn.__annotations__ = handler.__name__, handler.__doc__, {"request": gr.Request}
+    return fn
+
+
+def owner_of(request: gr.Request | None) -> str:
+    return "page-" + str(getattr(request, "session_hash", None) or "anonymous")
+
+
+def updates(view: View, note: str = "") -> Updates:
+    return {"status": view.status(note), "timeline": view.figure(), "film": view.film_html(), "chat": view.chat()}
+
+
+def kind_changed(server: Server, kind: str, seed: object, *, owner: str) -> Updates:
+    """The source's own control shown; the synthetic world suggests its question."""
+    shown = {"cam": gr.Image(visible=kind == "camera"), "url": gr.Textbox(visible=kind == "url"),
+             "upload": gr.File(visible=kind == "file"), "seed": gr.Number(visible=kind == "synthetic")}
+    if kind == "synthetic" and synthetic_allowed(server):
+        shown["question"] = synthetic_source(checked_seed(seed)).suggestion
+    return shown
+
+
+def checked_seed(seed: object) -> int | None:
+    if seed in (None, ""):
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, (int, float)) or not float(seed).is_integer():
+        raise InputError(f"The world's seed must be a whole number (got {seed!r}).")
+    return int(seed)
+
+
+def page_source(server: Server, kind: str, url: str, upload: object, seed: object) -> Source:
+    if kind == "url":
+        return url_source(url or "", server.limits)
+    if kind == "file":
+        return file_source(server.visitor_video(upload))
+    if kind == "synthetic" and synthetic_allowed(server):
+        return synthetic_source(checked_seed(seed))
+    raise InputError("Choose a source: a stream URL, a file, or the camera (press its record button).")
+
+
+def start_watch(server: Server, kind: str, url: str, upload: object, seed: object, question: str,
+                threshold: float, *, owner: str) -> Iterator[Updates]:
+    """Start watching a pulled source (a stream URL, a file, the synthetic world) and show each segment as it
+    arrives, until it ends, dies or is stopped. What was seen stays askable and replayable until Stop."""
+    if kind == "camera":
+        refuse_on_zerogpu(server)
+        yield {"status": "<div class='tempo-status'>Press the camera's record button: the watch starts with its "
+                         "first frame.</div>"}
+        return
+    watching = begin(server, owner, page_source(server, kind, url, upload, seed), question, threshold)
+    view = watching.view = View()
+    yield updates(view) | {"chat": [], "timer": gr.Timer(active=False)}
+    for event in followed(watching):
+        view.update(event)
+        if isinstance(event, (LiveSegment, Alert, WatchEnded)):
+            yield updates(view)
+
+
+def camera_frame(server: Server, frame: object, question: str, threshold: float, *, owner: str) -> Updates:
+    """A frame from the visitor's camera: the first starts a watch; a segment's worth shows on the page."""
+    if frame is None:
+        return {}
+    watches = watches_of(server)
+    watching = watches.get(owner)
+    if watching is None or watching.source.frames is not None or watching.view.ended is not None:
+        watching = begin(server, owner, camera(), question, threshold)
+        watching.view, watching.origin = View(), camera_clock()
+        watching.view.update(watching.live.start())
+        watching.last_frame = watching.origin
+        watching.live.push(0.0, frame)
+        return updates(watching.view) | {"chat": [], "timer": gr.Timer(active=True)}
+    with watching.lock:
+        watching.last_frame = camera_clock()
+        events = watching.live.push(watching.last_frame - watching.origin, frame)
+    for event in events:
+        watching.view.update(event)
+    return updates(watching.view) if events else {}
+
+
+def camera_check(server: Server, *, owner: str) -> Updates:
+    """Every two seconds while the camera is watched: one that has gone silent ends the watch (kept)."""
+    watching = watches_of(server).get(owner)
+    if watching is None or watching.source.frames is not None or watching.view.ended is not None:
+        return {"timer": gr.Timer(active=False)}
+    return camera_silent(watching, camera_clock()) or {}
+
+
+def camera_silent(watching: Watching, now: float) -> Updates | None:
+    """The watch ended with its sentence if the camera has sent nothing for CAMERA_SILENCE_S, else None."""
+    silent = now - watching.last_frame
+    if silent <= CAMERA_SILENCE_S:
+        return None
+    reached = watching.last_frame - watching.origin
+    with watching.lock:
+        event = watching.live.ended(f"The camera stopped sending frames {clock(reached)} into the stream (stopped "
+                                    "or unplugged), so the watch ended; what was seen is kept.", failed=True)
+    watching.view.update(event)
+    return updates(watching.view) | {"timer": gr.Timer(active=False)}
+
+
+def stop_watch(server: Server, *, owner: str) -> Updates:
+    """Stop: the watch ends and everything it kept is freed."""
+    watches_of(server).close(owner)
+    return {"status": "<div class='tempo-status'>Stopped: the watch and everything it kept (its window of memories "
+                      "and its replay) are freed.</div>", "timer": gr.Timer(active=False)}
+
+
+def set_threshold(server: Server, threshold: float, *, owner: str) -> Updates:
+    """A new alert threshold, from the next segment on."""
+    rule = config_of(server.limits, threshold).rule
+    watching = watches_of(server).get(owner)
+    if watching is not None:
+        watching.live.alerting.rule = replace(watching.live.alerting.rule, rise=rule.rise)
+    return {}
+
+
+def ask_now(server: Server, question: str, *, owner: str) -> Iterator[Updates]:
+    """A question answered now by the decoder over the rolling window (ATA over the budget); its times are stream
+    times, links into the replay buffer."""
+    watching = watches_of(server).get(owner)
+    if watching is None or getattr(watching, "view", None) is None:
+        raise InputError("Start a watch first: Ask now answers from what it has seen.")
+    view = watching.view
+    view.say("user", question_html(question))
+    position = view.say("assistant", "<div class='tempo-live-answer'>…</div>")
+    shown, partial = 0.0, ""
+    yield {"chat": view.chat(), "ask": ""}
+    try:
+        for event in watching.live.ask(question, RunConfig(limits=server.limits)):
+            if isinstance(event, AnswerToken):
+                partial += event.text
+                if time.perf_counter() - shown > ANSWER_REFRESH_S:
+                    shown = time.perf_counter()
+                    view.replace(position, answer_html(partial, view.started_at))
+                    yield {"chat": view.chat()}
+            elif isinstance(event, Finished):
+                window = event.video.window or (0.0, event.video.duration)
+                view.replace(position, answer_html(event.answer, view.started_at) +
+                             f"<div class='tempo-meta'>over {span(*window)} of the stream · {len(event.segments)} "
+                             f"segments · {event.tokens_used:,} of {event.budget:,} tokens</div>")
+                yield {"chat": view.chat()}
+    except Exception as exc:
+        view.replace(position, f"<div class='tempo-live-answer'>⚠ {refusal(exc).message}</div>")
+        yield {"chat": view.chat()}
+
+
+def replay_at(server: Server, picked: object, *, owner: str) -> Iterator[Updates]:
+    """The replay buffer from just before the moment clicked, to its end."""
+    seconds = picked.get("seconds") if isinstance(picked, dict) else None
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        return
+    watching = watches_of(server).get(owner)
+    if watching is None:
+        raise InputError("The watch was stopped, and its replay with it.")
+    workdir = tempfile.mkdtemp(prefix="tempo-live-")
+    try:
+        path = Path(workdir) / f"replay-{int(seconds)}.mp4"
+        first, last = watching.live.replay.clip(path, seconds - REPLAY_LEAD_S, float("inf"), watching.live.config.fps)
+        yield {"replay": gr.Video(value=str(path), label=f"Replay {span(first, last)} · the moment at "
+                                                         f"{clock(seconds)}")}
+    finally:  # Gradio has copied the clip into its cache by now
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def unloaded(server: Server) -> Callable:
+    """What a closed page frees: its watch, and everything it kept."""
+    def close(request: gr.Request) -> None:
+        watches_of(server).close(owner_of(request))
+    return close
