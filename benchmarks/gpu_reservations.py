@@ -24,7 +24,8 @@ sys.path.insert(0, str(ROOT))
 
 from demo.device import COST, ZEROGPU, gpu_seconds  # noqa: E402
 from tempo.config import RunConfig, SamplingConfig, setting_named  # noqa: E402
-from tempo.engine import Compression, Job  # noqa: E402
+from tempo.engine import Job  # noqa: E402
+from tempo.events import Compression  # noqa: E402
 from tempo.events import VideoProbed  # noqa: E402
 from tempo.timing import StageTimer  # noqa: E402
 from tempo.video import open_video, segment_ranges  # noqa: E402

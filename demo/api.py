@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from tempo.analysis import most_relevant, usable
-from tempo.engine import Exchange
+from tempo.model.prompts import Exchange
 from tempo.errors import InputError
 from tempo.events import AllocationDone, Finished, SegmentCompressed, Segment
 from tempo.render.progress import RunProgress, Status

@@ -8,7 +8,7 @@ from functools import cached_property
 
 import plotly.graph_objects as go
 
-from tempo.engine import Exchange
+from tempo.model.prompts import Exchange
 from tempo.events import Finished
 from tempo.render.progress import RunProgress
 from tempo.render.report import Asked, Truth, filmstrip_html

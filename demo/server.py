@@ -19,9 +19,10 @@ from gradio.utils import get_upload_folder
 from tempo import analysis
 from tempo.analysis import SegmentLook
 from tempo.config import Limits, RunConfig, SamplingConfig, Strategy
-from tempo.engine import Answers, Compressed, Compression, Exchange, VideoCache, VideoKey, checked, serve
+from tempo.engine import VideoCache, checked, serve
 from tempo.errors import InputError, TempoError
-from tempo.events import Event, Finished
+from tempo.events import Compressed, Compression, Event, Finished, VideoProbed
+from tempo.model.prompts import Exchange
 from tempo.model import TempoModel
 from tempo.render.report import Asked, Truth, write_report
 from tempo.synthetic import Question, is_correct
@@ -30,27 +31,11 @@ from .device import Device, on_device
 from .handover import handed_over
 
 ROOT = Path(__file__).resolve().parent.parent
+Answers = Sequence[RunConfig] | Callable[[VideoProbed], Sequence[RunConfig]]  # configs, or made from the probe
 EXAMPLES_FILE = ROOT / "examples" / "examples.json"
 MOST_CHANGED = 5
 NOT_UPLOADED = ("This server only analyses videos uploaded to it: please upload the file through the page or the "
                 "API's file upload.")
-
-
-class UploadCache(VideoCache):
-    """The per-video cache, knowing that Gradio stores each upload under the SHA-256 of its content: uploading the
-    same file again (as every API call does) rewrites the same path with a new modification time, and is still
-    the same video."""
-
-    def __init__(self, max_bytes: int, uploads: Path, questions_per_video: int):
-        super().__init__(max_bytes, questions_per_video)
-        self.uploads = uploads
-
-    def key(self, path: str | os.PathLike, sampling: SamplingConfig) -> VideoKey:
-        key = super().key(path, sampling)
-        real = Path(key.path)
-        if real.parent.parent == self.uploads and len(real.parent.name) == 64:  # uploads/<sha256>/<name>
-            return key._replace(mtime_ns=0)
-        return key
 
 
 @dataclass(frozen=True)
@@ -145,7 +130,7 @@ class Server:
         self.model = model
         self.limits = limits
         self.uploads = uploads = Path(get_upload_folder()).resolve()
-        self.cache = UploadCache(limits.cache_mb * 2**20, uploads, limits.cache_questions)  # settings table: SERVER
+        self.cache = VideoCache(limits.cache_mb * 2**20, limits.cache_questions, content_named=uploads)  # SERVER rows
         self.examples = load_examples()
         # Files a visitor may name: this server's uploads and the shipped examples, symlinks resolved.
         self.visitor_folders = (uploads, EXAMPLES_FILE.parent.resolve())

@@ -4,7 +4,8 @@ from .config import AllocationConfig, GenerationConfig, Limits, RunConfig, Sampl
 from .errors import InputError, ModelError, ResourceError, TempoError, VideoError
 from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed, VideoProbed
 from .model import DEFAULT_MODEL, TempoModel, from_pretrained
-from .engine import Exchange, VideoCache, answer, run
+from .engine import VideoCache, answer, run
+from .model.prompts import Exchange
 
 __all__ = [
     "AllocationConfig", "GenerationConfig", "Limits", "RunConfig", "SamplingConfig",

@@ -15,36 +15,15 @@ import numpy as np
 
 from .allocation import Strategy, scaled_relevance
 from .config import Limits, RunConfig
-from .engine import (Compressed, Compression, VideoCache, allocate_tokens, checked, default_cache,
-                     out_of_memory_as_error, respond, serve)
-from .errors import InputError, TempoError
-from .events import Finished, Segment
+from .engine import allocate_tokens
+from .errors import InputError
+from .events import Segment
 from .model import TempoModel
-from .timing import StageTimer
 from .video import SamplingPlan, open_video
 from .video.patches import fit_long_edge
 
 SWEEP_BUDGETS = 6  # rows of a budget sweep
 SEGMENT_FRAME_EDGE = 320  # long edge of the frames shown for one segment
-
-
-def compression(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig,
-                cache: VideoCache | None = None) -> Compression:
-    """`question` about `video` through the compressor (or from the cache), without answering."""
-    config, question = checked(model, question, config)
-    cache = default_cache(model) if cache is None else cache
-    for event in serve(model, video, question, config, (), cache):
-        if isinstance(event, Compressed):
-            return event.compression
-    raise TempoError("The compressor ended without a compression.")
-
-
-def reanswer(model: TempoModel, compression: Compression, config: RunConfig) -> Finished:
-    """Allocate and answer `compression` again under `config` (its sampling must be the compression's)."""
-    config.validate(model.spec)
-    with out_of_memory_as_error():
-        *_, finished = respond(model, compression, config, StageTimer())
-    return finished
 
 
 def sweep_budgets(num_segments: int, k_max: int, count: int = SWEEP_BUDGETS) -> list[int]:

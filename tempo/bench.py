@@ -31,7 +31,9 @@ from PIL import Image
 
 from .config import GenerationConfig, RunConfig, SamplingConfig
 from .events import AllocationDone, Finished, SegmentCompressed
-from .engine import Compression, EncodedSegment, VideoCache, compress_batch, open_decoder, respond, run
+from .engine import VideoCache, run
+from .engine.steps import EncodedSegment, compress_batch, open_decoder, respond
+from .events import Compression
 from .model import TempoModel, from_pretrained
 from .video.patches import PatchGeometry, clip_size, frame_size, normalize, patchify, resize_frames
 from .timing import StageTimer
@@ -208,7 +210,7 @@ def bench_video(model: TempoModel, path: str, memory: PeakMemory) -> dict:
     config = RunConfig(generation=GenerationConfig(max_new_tokens=16))
     isolated = replace(config, limits=replace(config.limits, isolate_decoding=True))
     sampling, geometry = config.sampling, model.geometry
-    figures: dict = {"video": path}
+    figures: dict = {"video": path, "load_average": [os.getloadavg()[0]]}  # other work on the machine slows both
 
     with memory.measure(), stopwatch() as clock:
         segments = ours_tensors(path, config, geometry)
@@ -232,6 +234,7 @@ def bench_video(model: TempoModel, path: str, memory: PeakMemory) -> dict:
     figures["ours"]["fast_seek"] = ours_answer(model, path, QUESTION, fast, VideoCache())
     figures["ours"]["compressor_peak_mb"] = {n // 8: compressor_peak(model, path, n, memory) / 2**20
                                             for n in (128, 1024)}
+    figures["load_average"].append(os.getloadavg()[0])
     return figures
 
 
@@ -278,6 +281,8 @@ def table(name: str, figures: dict) -> str:
     cached, uncached = ours["follow_up"], ours["follow_up_uncached"]
     same = (cached["answer"], cached["tokens"]) == (uncached["answer"], uncached["tokens"])
     lines.append(f"follow-up from the cache: {'the same' if same else 'NOT the same'} allocation and answer as uncached")
+    start, end = figures["load_average"]
+    lines.append(f"load average (1 min) at the start and the end: {start:.1f}, {end:.1f} on {os.cpu_count()} cores")
     return "\n".join(lines)
 
 

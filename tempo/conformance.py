@@ -34,7 +34,8 @@ from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed
 from .model import TempoModel, from_pretrained
 from .model.modeling import DTYPES
 from .video.patches import normalize
-from .engine import compress_batch, encode_batch, micro_batches, run
+from .engine import run
+from .engine.steps import compress_batch, encode_batch, micro_batches
 from .timing import StageTimer
 from .video import SamplingPlan
 from .video.segments import PreparedSegment, prepare_segments

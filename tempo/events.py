@@ -65,7 +65,7 @@ class Compression:
 @dataclass(frozen=True)
 class Compressed:
     """Every segment was compressed (or the compression came from the cache: `from_cache`). `vision`: the segments'
-    vision features (`engine.EncodedSegment`s) when the accelerator sent them back for the cache, else None."""
+    vision features (`engine.steps.EncodedSegment`s) when the accelerator sent them back for the cache, else None."""
 
     compression: Compression = field(repr=False)
     vision: list | None = field(default=None, repr=False)

@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 import tempo
-from tempo import analysis, batch, cli
+from tempo import analysis, engine, batch, cli
 from tempo.render import report as share
 from tempo.render.progress import RunProgress
 from tempo.render.text import NO_ANSWER
@@ -34,10 +34,10 @@ def bikes(fixtures, tmp_path):
 
 def test_another_allocation_of_a_compression_is_the_run_with_those_settings(fixture_model, bikes):
     cache = tempo.VideoCache()
-    compression = analysis.compression(fixture_model, bikes, QUESTION, config(), cache)
+    compression = engine.compress(fixture_model, bikes, QUESTION, config(), cache)
     for settings in (dict(strategy="uniform"), dict(budget=12, k_min=2), dict(truncation="tail"),
                      dict(strategy="off")):
-        other = analysis.reanswer(fixture_model, compression, config(**settings))
+        other = engine.reanswer(fixture_model, compression, config(**settings))
         direct = tempo.answer(fixture_model, bikes, QUESTION, config(**settings), tempo.VideoCache())
         assert (other.answer, [s.tokens for s in other.segments]) == \
             (direct.answer, [s.tokens for s in direct.segments]), settings
@@ -45,9 +45,9 @@ def test_another_allocation_of_a_compression_is_the_run_with_those_settings(fixt
 
 
 def test_a_budget_sweep_goes_from_one_token_per_segment_to_every_memory_token(fixture_model, bikes):
-    compression = analysis.compression(fixture_model, bikes, QUESTION, config())
+    compression = engine.compress(fixture_model, bikes, QUESTION, config())
     k_max, n = fixture_model.spec.num_memory_tokens, len(compression.relevance)
-    sweep = [analysis.reanswer(fixture_model, compression, row) for row in analysis.sweep_configs(config(), n, k_max)]
+    sweep = [engine.reanswer(fixture_model, compression, row) for row in analysis.sweep_configs(config(), n, k_max)]
     assert [r.budget for r in sweep] == analysis.sweep_budgets(n, k_max)
     assert sweep[0].budget == n and sweep[-1].budget == n * k_max
     assert sweep[-1].tokens_used == n * k_max and sweep[-1].config.allocation.strategy == "off"  # everything, at the top
@@ -80,7 +80,7 @@ def test_changes_ranks_and_the_segments_that_changed_most():
 
 def test_segment_frames_are_the_ones_the_run_sampled(fixture_model, fixtures):
     video = fixtures / "videos" / "shapes_40s_320x240.mp4"
-    plan = analysis.compression(fixture_model, video, QUESTION, config(), tempo.VideoCache()).plan
+    plan = engine.compress(fixture_model, video, QUESTION, config(), tempo.VideoCache()).plan
     shown = analysis.segment_frames(video, plan, 2)
     assert len(shown.frames) == len(plan.segments[2]) == len(shown.times)
     assert shown.times == plan.segment_frame_times(2)

@@ -12,6 +12,9 @@ from tests.conftest import ROOT
 MAX_LINES = 400
 APP_MAX_LINES = 40
 ENGINE = "tempo.engine"
+STEPS = "tempo.engine.steps"  # the inner steps' own door, for the code that composes them itself
+STEPS_USERS = ("tempo.bench", "tempo.conformance", "tempo.live")
+FACE_MAX_NAMES = 15
 # What the app may use of the library: the engine's face, what it reports (events, errors, settings, times,
 # rendering, analysis), the model it loads, and the synthetic world's grading of the shipped examples.
 DEMO_MAY_ENTER = ("tempo.engine", "tempo.allocation", "tempo.analysis", "tempo.render", "tempo.events", "tempo.errors", "tempo.config",
@@ -133,9 +136,11 @@ def test_an_upward_import_is_caught(tmp_path):
 
 
 def engine_inner_imports(known: dict[str, Path]) -> list[str]:
-    """Imports of the engine's inner modules from outside the engine (its face, `tempo.engine`, is the way in)."""
+    """Imports of the engine's inner modules from outside the engine (its face, `tempo.engine`, is the way in;
+    `tempo.engine.steps` is the door for the benchmark, the conformance check and live mode)."""
     return [f"{module} imports {target}" for module, path in known.items() if not module.startswith(ENGINE + ".")
-            and module != ENGINE for target in sorted(imports(module, path, known)) if target.startswith(ENGINE + ".")]
+            and module != ENGINE for target in sorted(imports(module, path, known)) if target.startswith(ENGINE + ".")
+            and not (target == STEPS and any(module == user or module.startswith(user + ".") for user in STEPS_USERS))]
 
 
 def demo_trespassing(known: dict[str, Path]) -> list[str]:
@@ -149,6 +154,14 @@ def test_only_the_engine_uses_its_inner_modules():
     assert not engine_inner_imports(sources()), "\n".join(engine_inner_imports(sources()))
 
 
+def test_the_engine_s_face_is_small():
+    import tempo.engine
+
+    assert len(tempo.engine.__all__) <= FACE_MAX_NAMES, tempo.engine.__all__
+    assert set(tempo.engine.__all__) == {name for name in vars(tempo.engine) if not name.startswith("_")
+                                         and name not in ("accelerator", "cache", "host", "job", "zoom", "steps")}
+
+
 def test_the_demo_enters_only_its_rooms_of_the_library():
     assert not demo_trespassing(sources()), "\n".join(demo_trespassing(sources()))
 
@@ -158,9 +171,11 @@ def test_an_inner_engine_import_from_the_demo_is_caught(tmp_path):
     probes files itself, are both refused."""
     known = sources()
     server = tmp_path / "server.py"
-    server.write_text("from tempo.engine.cache import VideoCache\nfrom tempo.engine import serve\n", encoding="utf-8")
+    server.write_text("from tempo.engine.cache import VideoCache\nfrom tempo.engine import serve\n"
+                      "from tempo.engine.steps import respond\n", encoding="utf-8")
     handlers = tmp_path / "handlers.py"
     handlers.write_text("from tempo.video import probe\n", encoding="utf-8")
     patched = {**known, "demo.server": server, "demo.handlers": handlers}
-    assert engine_inner_imports(patched) == ["demo.server imports tempo.engine.cache"]
+    assert engine_inner_imports(patched) == ["demo.server imports tempo.engine.cache",
+                                             "demo.server imports tempo.engine.steps"]
     assert demo_trespassing(patched) == ["demo.handlers imports tempo.video.probe"]

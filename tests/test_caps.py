@@ -21,7 +21,8 @@ from demo.server import Server
 from demo.settings import server_settings
 from demo.stores import UploadStore
 from tempo.config import SERVER, Limits, settings
-from tempo.engine import VideoCache, VideoKey
+from tempo.engine import VideoCache
+from tempo.engine.steps import VideoKey
 from tempo.errors import InputError
 
 MB = 2**20

@@ -74,13 +74,13 @@ def sharded_base(fixtures: Path, target: Path, tied: bool) -> Path:
 
 
 def compressed(model: tempo.TempoModel, fixtures: Path) -> tuple[torch.Tensor, list[float], tempo.Finished]:
-    from tempo import analysis
+    from tempo import analysis, engine
 
     config = tempo.RunConfig(allocation=tempo.AllocationConfig(budget=64),
                              generation=tempo.GenerationConfig(max_new_tokens=8))
     video = fixtures / "videos" / "bikes.mp4"
-    result = analysis.compression(model, video, QUESTION, config, tempo.VideoCache())
-    return torch.stack(result.memories), result.relevance, analysis.reanswer(model, result, config)
+    result = engine.compress(model, video, QUESTION, config, tempo.VideoCache())
+    return torch.stack(result.memories), result.relevance, engine.reanswer(model, result, config)
 
 
 def test_a_sharded_bf16_checkpoint_loads_like_the_single_file_float32_one(fixtures, fixture_model, tmp_path):

@@ -83,7 +83,8 @@ def test_follow_up_questions_reuse_the_video_and_match_an_uncached_run(fixture_m
 
 
 def test_cache_is_bounded_and_least_recently_used_goes_first():
-    from tempo.engine import VideoCache, VideoKey
+    from tempo.engine import VideoCache
+    from tempo.engine.steps import VideoKey
 
     class Entry:
         def __init__(self, nbytes):
@@ -104,7 +105,7 @@ def test_cache_is_bounded_and_least_recently_used_goes_first():
 
 
 def test_the_first_segment_is_compressed_on_its_own():
-    from tempo.engine import micro_batches
+    from tempo.engine.steps import micro_batches
 
     assert list(micro_batches(range(10), 4)) == [[0], [1, 2, 3, 4], [5, 6, 7, 8], [9]]
     assert list(micro_batches([], 4)) == [] and list(micro_batches(range(3), 1)) == [[0], [1], [2]]

@@ -23,7 +23,8 @@ import tempo
 from appserver import ROOT, free_port
 from demo import device
 from demo.device import COST
-from tempo.engine import Compression, Job
+from tempo.engine import Job
+from tempo.events import Compression
 from tempo.timing import StageTimer
 
 EXAMPLE = json.loads((ROOT / "examples" / "examples.json").read_text(encoding="utf-8"))[0]

@@ -12,7 +12,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
 from benchmarks.gpu import runs
-from tempo.engine import compress_batch, encode_batch, micro_batches
+from tempo.engine.steps import compress_batch, encode_batch, micro_batches
 from tempo.model import TempoModel
 from tempo.timing import StageTimer
 

@@ -12,7 +12,7 @@ import torch
 
 from benchmarks.gpu import runs
 from tempo.conformance import BF16_RTOL
-from tempo.engine import Compression
+from tempo.events import Compression
 from tempo.model import TempoModel
 from tempo.model.static_decoding import StaticDecoding
 from tempo.video.patches import normalize

@@ -12,9 +12,10 @@ import numpy as np
 import torch
 
 from tempo.config import GenerationConfig, RunConfig, SamplingConfig
-from tempo.engine import (Compressed, Compression, EncodedSegment, Job, compress_batch, encode_batch, execute,
-                          micro_batches)
-from tempo.events import AllocationDone, AnswerToken, Finished, SegmentCompressed, VideoProbed
+from tempo.engine import Job, execute
+from tempo.engine.steps import EncodedSegment, compress_batch, encode_batch, micro_batches
+from tempo.events import (AllocationDone, AnswerToken, Compressed, Compression, Finished, SegmentCompressed,
+                          VideoProbed)
 from tempo.model import TempoModel
 from tempo.timing import StageTimer
 from tempo.video import SamplingPlan, VideoInfo, uniform_plan

@@ -27,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import tempo  # noqa: E402
-from tempo.analysis import compression  # noqa: E402
+from tempo.engine import compress  # noqa: E402
 from tempo.model.prompts import Exchange, compressor_query  # noqa: E402
 from tempo.synthetic import Question, make_questions, segment_relevance  # noqa: E402
 from tempo.train.evaluate import video_file  # noqa: E402
@@ -46,7 +46,7 @@ def query(rule: str, follow_up: str, history: list[Exchange]) -> str:
 
 def localised(model, path: str, text: str, evidence: Question, config: tempo.RunConfig) -> bool:
     """Whether the compressor's most relevant segment for `text` overlaps `evidence`'s spans."""
-    found = compression(model, path, text, config)
+    found = compress(model, path, text, config)
     best = int(np.argmax(found.relevance))
     return segment_relevance(evidence, *found.plan.span(best))
 

@@ -61,18 +61,24 @@ class VideoKey(NamedTuple):
 
 class VideoCache:
     """Least-recently-used entries, keyed by file identity and sampling settings, bounded in bytes; each keeps the
-    compressions of its `questions_per_video` most recent questions."""
+    compressions of its `questions_per_video` most recent questions. Files under `content_named` are stored by
+    their content (`<folder>/<sha256>/<name>`, as Gradio keeps uploads): one rewritten there with a new
+    modification time, as every API call's upload is, is still the same video."""
 
-    def __init__(self, max_bytes: int = Limits.cache_mb * 2**20, questions_per_video: int = Limits.cache_questions):
+    def __init__(self, max_bytes: int = Limits.cache_mb * 2**20, questions_per_video: int = Limits.cache_questions,
+                 content_named: str | os.PathLike | None = None):
         self.max_bytes = max_bytes
         self.questions_per_video = questions_per_video
+        self.content_named = None if content_named is None else os.path.realpath(content_named)
         self._entries: OrderedDict[VideoKey, VideoEntry] = OrderedDict()
         self._lock = threading.Lock()
 
     def key(self, path: str | os.PathLike, sampling: SamplingConfig) -> VideoKey:
-        """The file's identity (a server that knows more about its files can say more, see app.py)."""
-        stat = os.stat(path)
-        return VideoKey(os.path.realpath(path), stat.st_size, stat.st_mtime_ns, sampling)
+        """The file's identity: its path, size and modification time (not the time, where content names it)."""
+        stat, real = os.stat(path), os.path.realpath(path)
+        folder = os.path.dirname(real)
+        by_content = os.path.dirname(folder) == self.content_named and len(os.path.basename(folder)) == 64
+        return VideoKey(real, stat.st_size, 0 if by_content else stat.st_mtime_ns, sampling)
 
     def get(self, key: VideoKey) -> VideoEntry | None:
         with self._lock:

@@ -24,7 +24,7 @@ from ..video import SamplingPlan, probe
 from ..video.patches import PatchGeometry
 from ..video.sandbox import SandboxedDecoder
 from ..video.segments import Decoder, LocalDecoder, PreparedSegment
-from .accelerator import allocate_tokens, effective_budget, execute, frame_time, out_of_memory_as_error
+from .accelerator import allocate_tokens, effective_budget, execute, frame_time, out_of_memory_as_error, respond
 from .cache import VideoCache, VideoEntry, VideoKey, default_cache
 from .job import Answers, Dialogue, Job
 from .zoom import coarse_to_fine, reason_to_zoom
@@ -237,6 +237,28 @@ def run(model: TempoModel, video: str | os.PathLike, question: str, config: RunC
     config, question = checked(model, question, config)
     cache = default_cache(model) if cache is None else cache
     yield from serve(model, video, question, config, (config,), cache, history=history)
+
+
+def compress(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig | None = None,
+             cache: VideoCache | None = None) -> Compression:
+    """`question` about `video` through the compressor (or from the cache), without answering."""
+    config, question = checked(model, question, config)
+    cache = default_cache(model) if cache is None else cache
+    for event in serve(model, video, question, config, (), cache):
+        if isinstance(event, Compressed):
+            return event.compression
+    raise TempoError("The compressor ended without a compression.")
+
+
+def reanswer(model: TempoModel, compression: Compression, config: RunConfig, question: str | None = None,
+             history: Sequence[Exchange] = ()) -> Finished:
+    """Allocate and answer `compression` again under `config` (its sampling must be the compression's): the
+    question it was compressed for, or another one, after `history` where the checkpoint reads earlier turns."""
+    config.validate(model.spec)
+    _, dialogue = conversation_turn(model, compression.query if question is None else question, history)
+    with out_of_memory_as_error():
+        *_, finished = respond(model, compression, config, StageTimer(), dialogue)
+    return finished
 
 
 def answer(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig | None = None,

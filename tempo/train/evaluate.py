@@ -33,7 +33,8 @@ from ..errors import InputError
 from ..events import Finished
 from ..render.figures import write_sweep_figure
 from ..model import TempoModel, from_pretrained
-from ..analysis import allocation_shape, compression, reanswer
+from ..analysis import allocation_shape
+from ..engine import compress, reanswer
 from ..events import Compression
 from ..synthetic import (ALL_FAMILIES, FAMILIES, TIMED_FAMILIES, Question, all_questions, generate_video, is_correct,
                         names_time_outside, segment_relevance, write_mp4)
@@ -161,7 +162,7 @@ def evaluate_question(model: TempoModel, tally: Tally, path: str, video_seed: in
     """One question compressed once, then answered under every variant (and the sweep's budgets), and under
     `zoom` where it looks closer, into `tally`."""
     k_max = model.spec.num_memory_tokens
-    compressed = compression(model, path, question.text, base)
+    compressed = compress(model, path, question.text, base)
     video_budget = budget or compressed.video.num_segments * k_max // 4
     segment_seconds = base.sampling.segment_frames / compressed.video.real_fps
     oracle = dataclasses.replace(compressed, relevance=oracle_relevance(compressed, question))
@@ -273,7 +274,7 @@ def localisation(model: TempoModel, n: int, seed: int, min_duration: float, max_
         for question in questions_of(video, video_seed, families):
             if question.family == "global":
                 continue
-            compressed = compression(model, path, question.text, RunConfig())
+            compressed = compress(model, path, question.text, RunConfig())
             best = int(np.argmax(compressed.relevance))
             hits[question.family].append(segment_relevance(question, *compressed.plan.span(best)))
     every = [hit for family in hits.values() for hit in family]

@@ -1,0 +1,12 @@
+"""The engine's inner steps, for the code that composes them itself: the benchmark, the conformance check, the GPU
+check and live mode. Everything else enters through `tempo.engine`."""
+
+from .accelerator import compress_batch, effective_budget, encode_batch, micro_batches, respond
+from .cache import EncodedSegment, VideoEntry, VideoKey, default_cache
+from .host import open_decoder
+from .job import Dialogue
+
+__all__ = [
+    "Dialogue", "EncodedSegment", "VideoEntry", "VideoKey", "compress_batch", "default_cache", "effective_budget",
+    "encode_batch", "micro_batches", "open_decoder", "respond",
+]
