@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..config import Limits, RunConfig, SamplingConfig
-from ..engine import Dialogue, check_question, compress_batch, encode_batch, out_of_memory_as_error, respond
+from ..engine import check_question, out_of_memory_as_error
+from ..engine.steps import Dialogue, compress_batch, encode_batch, respond
 from ..events import Event
 from ..model import TempoModel
 from ..timing import StageTimer
