@@ -117,8 +117,8 @@ COST = GpuCost()
 def gpu_seconds(job: Job) -> int:
     """The reservation for `job`: what it compresses (nothing when the compression is cached) and what it answers
     (each answer's prefill and up to its max new tokens, at the measured time per token), within the cap."""
-    tokens = sum(config.generation.max_new_tokens for config in job.answers)
-    return COST.reserved(job.to_compress, len(job.answers), tokens)
+    tokens = sum(config.generation.max_new_tokens for config in job.configs)
+    return COST.reserved(job.to_compress, len(job.configs), tokens)
 
 
 def on_accelerator(model: TempoModel, job: Job) -> Iterator[object]:

@@ -10,9 +10,9 @@ import contextlib
 import json
 import os
 import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from gradio.utils import get_upload_folder
 
@@ -22,8 +22,8 @@ from tempo.config import Limits, RunConfig, SamplingConfig, Strategy
 from tempo.engine import VideoCache, checked, serve
 from tempo.errors import InputError, TempoError
 from tempo.events import Compressed, Compression, Event, Finished, VideoProbed
-from tempo.model.prompts import Exchange
 from tempo.model import TempoModel
+from tempo.model.prompts import Exchange
 from tempo.render.report import Asked, Truth, write_report
 from tempo.synthetic import Question, is_correct
 
@@ -31,7 +31,7 @@ from .device import Device, on_device
 from .handover import handed_over
 
 ROOT = Path(__file__).resolve().parent.parent
-Answers = Sequence[RunConfig] | Callable[[VideoProbed], Sequence[RunConfig]]  # configs, or made from the probe
+Configs = Sequence[RunConfig] | Callable[[VideoProbed], Sequence[RunConfig]]  # to answer under, or from the probe
 EXAMPLES_FILE = ROOT / "examples" / "examples.json"
 MOST_CHANGED = 5
 NOT_UPLOADED = ("This server only analyses videos uploaded to it: please upload the file through the page or the "
@@ -184,11 +184,11 @@ class Server:
 
     # ---------------------------------------------------------------------------------------------- the work
 
-    def run(self, request: Request, answers: Answers | None = None) -> Iterator[Event]:
-        """`request` through the model: its events (`Compressed` among them), one answer per config in `answers`
+    def run(self, request: Request, configs: Configs | None = None) -> Iterator[Event]:
+        """`request` through the model: its events (`Compressed` among them), one answer per config in `configs`
         (default: the request's own)."""
-        answers = (request.config,) if answers is None else answers
-        return serve(self.model, request.video, request.question, request.config, answers, self.cache,
+        configs = (request.config,) if configs is None else configs
+        return serve(self.model, request.video, request.question, request.config, configs, self.cache,
                      self.device.accelerate, self.device.remote, request.history)
 
     def write_report(self, asked: Sequence[Asked], path: str | os.PathLike) -> Path:
@@ -198,7 +198,7 @@ class Server:
     def compare(self, request: Request, others: Mapping[str, object]) -> Comparison:
         """The request's allocation and another (`others`: the compared settings' values) of one compression."""
         other = request.config.with_settings(others, self.model.spec)
-        first, second = answers(self.run(request, (request.config, other)))
+        first, second = results(self.run(request, (request.config, other)))
         before, after = [s.tokens for s in first.segments], [s.tokens for s in second.segments]
         return Comparison(first, second, (label(request.config, first.budget), label(other, second.budget)),
                           analysis.token_changes(before, after), analysis.most_changed(before, after, MOST_CHANGED))
@@ -211,7 +211,7 @@ class Server:
         def budgets(probed) -> list[RunConfig]:
             return analysis.sweep_configs(request.config, probed.num_segments, k_max)
 
-        return answers(self.run(request, budgets))
+        return results(self.run(request, budgets))
 
     def compression(self, request: Request, watch: Callable[[Event], object] | None = None) -> Compression:
         """The request's compression: from the cache (no trip to the accelerator) once the question was asked;
@@ -233,6 +233,6 @@ class Server:
                                         request.config, int(index))
 
 
-def answers(items: Iterable[object]) -> list[Finished]:
+def results(items: Iterable[object]) -> list[Finished]:
     """The `Finished` events of a run, in order."""
     return [item for item in items if isinstance(item, Finished)]

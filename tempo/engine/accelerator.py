@@ -6,15 +6,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from typing import Generator, Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 
 import torch
 
 from ..allocation import allocate
 from ..config import RunConfig, setting_named
 from ..errors import OutOfMemory
-from ..events import (AllocationDone, AnswerToken, Compressed, Compression, Event, Finished, Segment,
-                      SegmentCompressed)
+from ..events import AllocationDone, AnswerToken, Compressed, Compression, Event, Finished, Segment, SegmentCompressed
 from ..model import TempoModel
 from ..model.prompts import segment_prompt_ids
 from ..timing import StageTimer
@@ -165,7 +164,7 @@ def execute(model: TempoModel, job: Job) -> Iterator[Event]:
     compression = job.compression
     if compression is None:
         compression = yield from compress_segments(model, job)
-    for config in job.answers:
+    for config in job.configs:
         yield from respond(model, compression, config, job.timer, job.dialogue)
 
 

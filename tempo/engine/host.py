@@ -8,9 +8,9 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable, Iterable, Iterator, Sequence
 
 from ..allocation import check_budget
 from ..config import Limits, RunConfig
@@ -26,7 +26,7 @@ from ..video.sandbox import SandboxedDecoder
 from ..video.segments import Decoder, LocalDecoder, PreparedSegment
 from .accelerator import allocate_tokens, effective_budget, execute, frame_time, out_of_memory_as_error, respond
 from .cache import VideoCache, VideoEntry, VideoKey, default_cache
-from .job import Answers, Dialogue, Job
+from .job import Configs, Dialogue, Job
 from .zoom import coarse_to_fine, reason_to_zoom
 
 Accelerate = Callable[[Job], Iterable[Event]]
@@ -118,27 +118,27 @@ def opened(video: str | os.PathLike, config: RunConfig, cache: VideoCache, geome
 
 # ------------------------------------------------------------------------------------------------ the host's half
 
-def serve(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig, answers: Answers,
+def serve(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig, configs: Configs,
           cache: VideoCache, accelerate: Accelerate | None = None, remote: bool = False,
           history: Sequence[Exchange] = ()) -> Iterator[Event]:
     """The host's half of a request (`config` and `question` already checked): `VideoProbed`, then the job's events
-    as `accelerate` (default: `execute` here) yields them. `answers`: the allocations to answer under, or a function
+    as `accelerate` (default: `execute` here) yields them. `configs`: the allocations to answer under, or a function
     of the probe giving them. One `Compressed` always comes before the answers, and what it holds is kept in
     `cache`. `remote`: the accelerator is another process; the video is then read here first (a `SegmentRead`
     each), its pixels kept in the cache and sent with the job. `history`: the conversation's earlier turns.
     An ask (one answer, under `config`) whose `config.zoom` says so looks closer first (`zoom`): two passes."""
     one_pass = partial(serve_once, model, video, question, cache=cache, accelerate=accelerate, remote=remote,
                        history=history)
-    asking = not callable(answers) and len(answers) == 1 and answers[0] == config
+    asking = not callable(configs) and len(configs) == 1 and configs[0] == config
     reason = reason_to_zoom(question, config.zoom) if asking else None
     if reason is None:
-        yield from one_pass(config, answers)
+        yield from one_pass(config, configs)
         return
     yield from coarse_to_fine(one_pass, question, config,
                               lambda relevance: allocate_tokens(model, relevance, config), reason)
 
 
-def serve_once(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig, answers: Answers,
+def serve_once(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig, configs: Configs,
                cache: VideoCache, accelerate: Accelerate | None = None, remote: bool = False,
                history: Sequence[Exchange] = ()) -> Iterator[Event]:
     """One pass of `serve` over what `config` samples."""
@@ -148,7 +148,7 @@ def serve_once(model: TempoModel, video: str | os.PathLike, question: str, confi
     with out_of_memory_as_error(), opened(video, config, cache, model.geometry, timer) as source:
         check_duration(source.probed, config.limits)
         yield source.probed
-        chosen = tuple(answers(source.probed) if callable(answers) else answers)
+        chosen = tuple(configs(source.probed) if callable(configs) else configs)
         for answer_config in chosen or (config,):
             check_budget(source.probed.num_segments, effective_budget(model, answer_config),
                          answer_config.allocation.strategy, config.sampling.segment_frames)
@@ -181,7 +181,7 @@ def replayed(source: Source, compression: Compression, job: Job, accelerate: Acc
     for segment, score in zip(source.cached.segments, compression.relevance):
         yield SegmentCompressed(segment.index, *source.plan.span(segment.index), score, frame=segment.thumbnail,
                                 frame_time=frame_time(source.plan, segment), num_segments=source.probed.num_segments)
-    if job.answers:
+    if job.configs:
         yield from accelerate(job)
 
 

@@ -3,8 +3,8 @@ compression, when the cache holds it) and what to answer. Everything in it pickl
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
 
 from ..config import RunConfig
 from ..events import Compression, VideoProbed
@@ -14,7 +14,7 @@ from ..video import SamplingPlan
 from ..video.segments import PreparedSegment
 from .cache import EncodedSegment
 
-Answers = Sequence[RunConfig] | Callable[[VideoProbed], Sequence[RunConfig]]  # configs, or made from the probe
+Configs = Sequence[RunConfig] | Callable[[VideoProbed], Sequence[RunConfig]]  # to answer under, or made from the probe
 
 
 @dataclass(frozen=True)
@@ -29,13 +29,13 @@ class Dialogue:
 @dataclass(frozen=True)
 class Job:
     """One trip to the accelerator: compress `segments` for `query` (unless `compression` is given), then answer
-    once per config in `answers` (an ask has one, a comparison two, a budget sweep six)."""
+    once per config in `configs` (an ask has one, a comparison two, a budget sweep six)."""
 
     query: str  # what the compressor reads (the cache keeps its compression under it)
     video: VideoProbed
     plan: SamplingPlan
     config: RunConfig  # the run's sampling and micro-batch
-    answers: tuple[RunConfig, ...]
+    configs: tuple[RunConfig, ...]  # to answer under
     timer: StageTimer
     segments: Iterable[PreparedSegment | EncodedSegment] = ()
     compression: Compression | None = None

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
-from typing import Callable, Iterable, Iterator, Sequence
 
 from ..config import RunConfig, SamplingConfig, Zoom
 from ..events import Compressed, Compression, Event, Finished, Segment, SegmentCompressed, VideoProbed, Zoomed
