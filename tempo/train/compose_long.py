@@ -1,13 +1,12 @@
-"""Composed inputs for what v3's decoder still got wrong on long videos (v4).
+"""Composed inputs over long videos (v4 and v5; why, in experiments/tiny-v4 and tiny-v5).
 
-- Own-video inputs: the question's evidence among quiet segments of its own long video, where the look-alikes are
-  (the same scene, the same moving shapes). v3's composed inputs put a short video's segments among other videos'
-  segments, and its copy of a time tag rose there while grounding on whole long videos stayed at 30%.
+- Own-video inputs: the question's evidence among quiet segments of its own video, where the look-alikes are
+  (the same scene, the same moving shapes).
 - Global inputs: "Which shape appears most?" on runs of consecutive segments from one to three videos, answered
-  with the kind those segments show most. v3's composed inputs had no global questions (global fell from 93% to
-  35%).
+  with the kind those segments show most.
 
-Both get fresh evenly spaced time tags every time (`compose.tagged`), as v3's composed inputs do.
+Both get fresh evenly spaced time tags every time (`compose.tagged`); `VideoTags` re-tags a share of any
+sampler's inputs as a whole video's own would be.
 """
 
 from __future__ import annotations
@@ -160,10 +159,8 @@ def video_tags(count: int, rng: np.random.Generator) -> tuple[list[float], float
 
 
 class VideoTags:
-    """`share` of `sampler`'s inputs tagged as a whole video's would be (`video_tags`), the rest as drawn.
-
-    Composed inputs start their tags anywhere up to 63 steps in, so two-digit tags were rare in training while
-    every video under two minutes has only those: v4 answered "At 114.0 seconds." for a tag of 14.0 (v5)."""
+    """`share` of `sampler`'s inputs tagged as a whole video's would be (`video_tags`), the rest as drawn (composed
+    inputs start their tags up to 63 steps in, while a short video's start at half a step)."""
 
     def __init__(self, sampler, share: float):
         self.sampler, self.share = sampler, share

@@ -5,13 +5,13 @@ previous stage's state file and writes its own over it (one file, half precision
   stage 2  the paper's stages 0-2 at toy scale (align, joint, longer) on that compressor, with the ranking loss
            beside every step that trains the compressor, so the localisation stays
   stage 3  the decoder alone on composed inputs of 1 -> 128 segments (see `compose`), with its growth curve
-  stage 4  the decoder on composed inputs again from W = 1, "when" questions twice as often (stage 3's decoder
-           never copied a time tag), then on whole long and medium videos, half the time still composed inputs
-  stage 5  long phases at W = 16 -> 128 with "when" questions two in three, on videos the decoder has not seen
-           (stage 4's copy stopped at W = 16 after short wide phases), then real pairs again
+  stage 4  the decoder on composed inputs again from W = 1, "when" questions twice as often, then on whole long
+           and medium videos, half the time still composed inputs
+  stage 5  long phases at W = 16 -> 128 with "when" questions two in three, on videos the decoder has not seen,
+           then real pairs again
 
-Tempo-Tiny v4 goes on from v3's stage 5 with stages 6 and up (`v4`); `--from` starts a new folder from an
-earlier one's state file and logs.
+v4 and v5 go on with stages 6 and up (`v4`); `--from` starts a new folder from an earlier one's state file and
+logs. Why each stage is what it is, with its measurements: experiments/tiny-v3, tiny-v4 and tiny-v5.
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ from dataclasses import asdict
 
 import torch
 
+from ..model import TempoModel
 from ..synthetic import generate_video
 from . import data
 from .base import relevance_accuracy
-from .curriculum import pretrain, set_relevance_direction, align_and_joint, training_videos
-from .localise import localisation_accuracy, ranking_regulariser, train_localisation
-from ..model import TempoModel
 from .compose import FAMILIES, Composer, Mixture, build_pool, copy_accuracy, train_composed
+from .curriculum import align_and_joint, pretrain, set_relevance_direction, training_videos
+from .localise import localisation_accuracy, ranking_regulariser, train_localisation
 from .recipe import TUNING_SEEDS, Recipe
 from .state import STATE_FILE, composed_pools, finish, resume  # noqa: F401 (STATE_FILE is read from here)
 from .v4 import V4_STAGES
@@ -144,16 +144,15 @@ def composed_then_real(stage: int, recipe: Recipe, state_path: str, out_dir: str
 
 
 def stage_real(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
-    """Stage 3's decoder never copied a time tag; trained again from W = 1, doubling, with "when" questions twice
-    as often, it does. Then real pairs, half the time, at the widest W."""
+    """Composed inputs again from W = 1, doubling, with "when" questions twice as often; then real pairs, half the
+    time, at the widest W."""
     return composed_then_real(4, recipe, state_path, out_dir, device, every, "tags", recipe.tag_widths,
                               recipe.tag_steps, recipe.tag_family_weights, recipe.real_pool_videos)
 
 
 def stage_wide(recipe: Recipe, state_path: str, out_dir: str, device: torch.device, every: int) -> dict:
-    """Stage 4's phases at W = 64 and 128 (800 and 600 steps, a third of them "when") moved neither width's copy;
-    here each wide width gets thousands of steps, two in three "when", on videos no earlier stage pooled; then
-    real pairs as in stage 4."""
+    """Thousands of steps at each wide width, two in three "when", on videos no earlier stage pooled; then real
+    pairs as in stage 4."""
     seen = max(recipe.pool_videos, recipe.real_pool_videos)  # stages 3 and 4 drew their pools from these
     return composed_then_real(5, recipe, state_path, out_dir, device, every, "wide", recipe.wide_widths,
                               recipe.wide_steps, recipe.wide_family_weights, recipe.wide_pool_videos, seen)
@@ -206,7 +205,7 @@ def write_training_log(folder: str, stage: int, out_dir: str) -> None:
         with open(os.path.join(folder, f"stage-{number}.json"), encoding="utf-8") as f:
             stages[str(number)] = json.load(f)
     log_path = os.path.join(out_dir, "training_log.json")
-    version = "v3" if stage < min(V4_STAGES) else "v4"
+    version = "v3" if stage < min(V4_STAGES) else "v4" if stage == min(V4_STAGES) else "v5"
     with open(log_path, "w", encoding="utf-8") as f:
         json.dump({"recipe": f"Tempo-Tiny {version}, staged (python -m tempo.train --stage N)", "stages": stages,
                    "seconds": round(sum(report["seconds"] for report in stages.values()), 1)}, f, indent=1)

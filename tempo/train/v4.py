@@ -1,18 +1,18 @@
 """Tempo-Tiny v4: stages 6 and up, from v3's stage 5 (`python -m tempo.train --stage 6 --from
 experiments/tiny-v3/stage.safetensors --state experiments/tiny-v4/stage.safetensors`, then --stage 7, 8).
 
-With perfect relevance v3 answered only 52.5%: the decoder was the limit. It learns, with the compressor frozen,
-on a blend of composed inputs (`compose_long`): own-video inputs (the evidence among its own long video's
-look-alikes), global inputs, and v3's composed inputs (the evidence among other videos' segments), so the copy v3
-learned stays. Every stage draws fresh videos; its growth curve is read on unseen ones after every phase.
+The decoder learns, with the compressor frozen, on a blend of composed inputs (`compose_long`): own-video inputs
+(the evidence among its own long video's look-alikes), global inputs, and v3's composed inputs (the evidence among
+other videos' segments). Every stage draws fresh videos; its growth curve is read on unseen ones after every phase.
 
   stage 6  the blend at W = 32, 64, 128
   stage 7  (v5) the blend again at W = 64 and 128, with short videos as own-video inputs too and half the inputs
-           tagged as a whole video's would be (`VideoTags`: v4 wrote a digit too many on short videos)
+           tagged as a whole video's would be (`VideoTags`)
   stage 8  (v5) the stage 7 blend with two more samplers: interval and order questions as own-video inputs of
            long and of short videos (`compose_long.OwnVideo` over `TEMPORAL_FAMILIES`), answered from the tags
-           (`compose.tag_answer`). v4 had planned a decoder grown to 6 layers here (`grow`, `Recipe.blend_layers`);
-           v4's measurement found 3 layers ahead at equal CPU time, so v5 spends stage 8 on the new families.
+           (`compose.tag_answer`); the decoder can be grown deeper (`grow`, `Recipe.blend_layers`)
+
+The plans, decisions and measurements behind each stage: experiments/tiny-v4 and experiments/tiny-v5.
 """
 
 from __future__ import annotations
