@@ -213,13 +213,14 @@ def start_watch(server: Server, kind: str, url: str, upload: object, seed: objec
                 threshold: float, *, owner: str) -> Iterator[Updates]:
     """Start watching a pulled source (a stream URL, a file, the synthetic world) and show each segment as it
     arrives, until it ends, dies or is stopped. What was seen stays askable and replayable until Stop."""
+    watches_of(server).resume(owner)
     if kind == "camera":
         refuse_on_zerogpu(server)
         yield {"status": "<div class='tempo-status'>Press the camera's record button: the watch starts with its "
                          "first frame.</div>"}
         return
     watching = begin(server, owner, page_source(server, kind, url, upload, seed), question, threshold)
-    view = watching.view = View()
+    view = watching.view = View(source=watching.source.name)
     yield updates(view) | {"chat": [], "timer": gr.Timer(active=False)}
     for event in followed(watching):
         view.update(event)
@@ -229,13 +230,13 @@ def start_watch(server: Server, kind: str, url: str, upload: object, seed: objec
 
 def camera_frame(server: Server, frame: object, question: str, threshold: float, *, owner: str) -> Updates:
     """A frame from the visitor's camera: the first starts a watch; a segment's worth shows on the page."""
-    if frame is None:
-        return {}
     watches = watches_of(server)
+    if frame is None or watches.is_halted(owner):  # after Stop, a camera still recording starts nothing
+        return {}
     watching = watches.get(owner)
     if watching is None or watching.source.frames is not None or watching.view.ended is not None:
         watching = begin(server, owner, camera(), question, threshold)
-        watching.view, watching.origin = View(), camera_clock()
+        watching.view, watching.origin = View(source=watching.source.name), camera_clock()
         watching.view.update(watching.live.start())
         watching.last_frame = watching.origin
         watching.live.push(0.0, frame)
@@ -271,9 +272,10 @@ def camera_silent(watching: Watching, now: float) -> Updates | None:
 
 def stop_watch(server: Server, *, owner: str) -> Updates:
     """Stop: the watch ends and everything it kept is freed."""
-    watches_of(server).close(owner)
+    watches_of(server).halt(owner)
     return {"status": "<div class='tempo-status'>Stopped: the watch and everything it kept (its window of memories "
-                      "and its replay) are freed.</div>", "timer": gr.Timer(active=False)}
+                      "and its replay) are freed. Press Start watching (for the camera: then record) to watch "
+                      "again.</div>", "timer": gr.Timer(active=False)}
 
 
 def set_threshold(server: Server, threshold: float, *, owner: str) -> Updates:
@@ -336,5 +338,7 @@ def replay_at(server: Server, picked: object, *, owner: str) -> Iterator[Updates
 def unloaded(server: Server) -> Callable:
     """What a closed page frees: its watch, and everything it kept."""
     def close(request: gr.Request) -> None:
-        watches_of(server).close(owner_of(request))
+        watches = watches_of(server)
+        watches.close(owner_of(request))
+        watches.resume(owner_of(request))
     return close

@@ -26,6 +26,7 @@ from .device import COST, ZEROGPU
 LAB_NETWORKS = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"))
 LAB_SETTING = "TEMPO_LIVE_LAB_STREAMS=1"
 SYNTHETIC = "synthetic"
+HALTED_KEPT = 10_000  # owners remembered as stopped (the oldest forgotten first)
 # Why ZeroGPU gets no live mode, in the page's and the API's words (numbers: docs/live.md, `zerogpu_live_cost`).
 NOT_ON_ZEROGPU = ("Live mode needs dedicated hardware: on ZeroGPU every segment would be a GPU call of its own, "
                   "whose start alone takes about as long as the 4 s of stream it scores, so a visitor's daily "
@@ -154,7 +155,24 @@ class Watches:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.by_owner: dict[str, Watching] = {}
+        self.halted: dict[str, None] = {}  # owners who pressed Stop: their camera's frames start nothing
         self.lock = threading.Lock()
+
+    def halt(self, owner: str) -> None:
+        """`owner`'s watch stopped and freed, and a camera still sending ignored until `resume`."""
+        with self.lock:
+            self.halted[owner] = None
+            while len(self.halted) > HALTED_KEPT:
+                del self.halted[next(iter(self.halted))]
+        self.close(owner)
+
+    def resume(self, owner: str) -> None:
+        with self.lock:
+            self.halted.pop(owner, None)
+
+    def is_halted(self, owner: str) -> bool:
+        with self.lock:
+            return owner in self.halted
 
     def open(self, owner: str, watching: Watching) -> Watching:
         """`watching` kept for `owner`, replacing (and freeing) the owner's last one; refused when full."""

@@ -193,6 +193,19 @@ def test_stopping_a_watch_ends_it_at_once_however_quiet_the_source(tiny):
     assert ended.reason == "The watch was stopped." and not ended.failed
 
 
+def test_stopping_an_endless_stream_leaves_no_thread_reading_it(tiny):
+    stop = threading.Event()
+    live = LiveWatch(tiny, "What moves?", LiveConfig(), "endless")
+    for event in live.follow(LiveWorld(SEED).frames(), paced=False, stop=stop):
+        if isinstance(event, LiveSegment) and event.index == 1:
+            stop.set()
+    assert event.reason == "The watch was stopped." and event.segments == 2
+    deadline = time.monotonic() + 10
+    while feed_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not feed_threads()
+
+
 def test_damaged_data_is_refused_with_a_sentence():
     garbage = np.random.default_rng(0).integers(0, 256, 188 * 200, dtype=np.uint8).tobytes()
     with pytest.raises(StreamError, match="is not a video this server can read|has no video|is damaged"):

@@ -18,12 +18,12 @@ from pathlib import Path
 import imageio_ffmpeg
 import numpy as np
 import pytest
+from appserver import load_app_model, serve
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 from mcp import ClientSession
 from mcp.client.streamable_http import streamablehttp_client
 
-from appserver import load_app_model, serve
 from demo import handover, live, live_api, live_sources
 from tempo.config import Limits
 from tempo.errors import InputError
@@ -230,9 +230,29 @@ def test_a_camera_that_stops_sending_ends_its_watch_and_keeps_what_was_seen(serv
     shown = live.camera_silent(watching, watching.last_frame + live.CAMERA_SILENCE_S + 1)
     assert "The camera stopped sending frames" in shown["status"] and "what was seen is kept" in shown["status"]
     assert len(watching.live.window) >= 1 and watching.live.replay.span() is not None
+    answered = list(live.ask_now(server, QUESTION, owner=owner))[-1]["chat"]  # asked after the end: still there
+    assert "tempo-live-answer" in answered[-1]["content"] and "of the stream" in answered[-1]["content"]
+    (replayed,) = list(live.replay_at(server, {"seconds": 4.0, "click": 1}, owner=owner))
+    assert "the moment at 00:04" in replayed["replay"].label
     live.stop_watch(server, owner=owner)
     assert live_api.watches_of(server).get(owner) is None
     assert len(watching.live.window) == 0 and watching.live.replay.span() is None  # stopping frees everything
+    live.camera_frame(server, frame, QUESTION, 4.0, owner=owner)  # the camera, still recording, starts nothing
+    assert live_api.watches_of(server).get(owner) is None
+
+
+def test_the_page_watches_the_synthetic_world_until_stopped(server):
+    owner = live.owner_of(Request("synthetic-visitor"))
+    shown = live.start_watch(server, "synthetic", "", None, 800_011, "When does the purple diamond appear?", 4.0,
+                             owner=owner)
+    first = next(shown)
+    assert "Watching the synthetic world (seed 800011)" in first["status"]
+    segment = next(update for update in shown if "segments" in update["status"])
+    assert "00:04 of stream" in segment["status"] and "behind real time" in segment["status"]
+    assert segment["film"].count("data-live-seconds") == 1
+    live.stop_watch(server, owner=owner)
+    assert "The watch was stopped." in list(shown)[-1]["status"]
+    assert live_api.watches_of(server).get(owner) is None
 
 
 def test_the_server_watches_no_more_than_its_cap(server):

@@ -1,6 +1,7 @@
 """Live mode in a real browser: Chromium's fake camera plays a clip of the synthetic world (made into .y4m with
 imageio-ffmpeg's ffmpeg), the visitor asks a standing question on the Live tab and presses record, and the alert
-appears in the conversation within two segments of the evidence, with its time; clicking it plays the replay."""
+appears in the conversation within two segments of the evidence, with its time; clicking it plays the replay, and
+Ask now answers over what was seen."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import shutil
 import imageio_ffmpeg
 import numpy as np
 import pytest
-
 from appserver import load_app_model, serve
+
 from tempo.live import LiveWorld
 from tempo.times import clock
 
@@ -79,5 +80,8 @@ def test_a_standing_question_over_the_camera_alerts_within_two_segments_of_the_e
     alert.click()
     page.wait_for_function("() => document.querySelector('#tempo-live-replay video')?.src", timeout=60_000)
     assert "the moment at" in page.locator("#tempo-live-replay").inner_text()
+    page.locator("#tempo-live-ask textarea").fill(QUESTION)
+    page.locator("#tempo-live-ask-button").click()
+    page.locator("#tempo-live-chat .tempo-meta").get_by_text("of the stream").wait_for(timeout=60_000)
     page.locator("#tempo-live-stop").click()
     page.get_by_text("Stopped: the watch and everything it kept").wait_for(timeout=15_000)
