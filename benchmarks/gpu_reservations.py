@@ -25,9 +25,8 @@ sys.path.insert(0, str(ROOT))
 from demo.device import COST, ZEROGPU, gpu_seconds  # noqa: E402
 from tempo.config import RunConfig, SamplingConfig, setting_named  # noqa: E402
 from tempo.engine import Job  # noqa: E402
-from tempo.events import Compression  # noqa: E402
-from tempo.events import VideoProbed  # noqa: E402
-from tempo.timing import StageTimer  # noqa: E402
+from tempo.events import Compression, VideoProbed  # noqa: E402
+from tempo.timing import Timer  # noqa: E402
 from tempo.video import open_video, segment_ranges  # noqa: E402
 from tempo.video.segments import video_plan  # noqa: E402
 
@@ -44,7 +43,7 @@ def reservations(probed: VideoProbed, plan) -> dict[str, str]:
     def seconds(answers: int, compressed: bool, max_new_tokens: int) -> str:
         config = RunConfig().with_settings({"max_new_tokens": max_new_tokens})
         known = Compression("q", probed, plan) if compressed else None
-        job = Job("q", probed, plan, config, (config,) * answers, StageTimer(), compression=known)
+        job = Job("q", probed, plan, config, (config,) * answers, Timer(), compression=known)
         used = COST.used(job.to_compress, answers, ANSWER_TOKENS * answers)
         return f"{gpu_seconds(job)} / {used:.0f}"
 

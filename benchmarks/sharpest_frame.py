@@ -17,7 +17,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tempo.config import SamplingConfig  # noqa: E402
-from tempo.timing import StageTimer  # noqa: E402
+from tempo.timing import Timer  # noqa: E402
 from tempo.video import segments  # noqa: E402
 from tempo.video.patches import PatchGeometry  # noqa: E402
 
@@ -31,7 +31,7 @@ def best(prepare) -> float:
     for _ in range(ROUNDS):
         started = time.perf_counter()
         for index in range(SEGMENTS):
-            prepare(index, frames, sampling, geometry, StageTimer())
+            prepare(index, frames, sampling, geometry, Timer())
         times.append((time.perf_counter() - started) / SEGMENTS)
     return min(times)
 

@@ -59,7 +59,7 @@ ZEROGPU = ZeroGpu()
 @dataclass(frozen=True)
 class GpuCost:
     """GPU seconds for Tempo-6B on ZeroGPU's default size, fitted (`fitted`) from the GPU check's figures
-    (benchmarks/results/gpu_check-h200.json): compute-bound stages scaled by bf16 throughput, each generated token
+    (benchmarks/results/gpu_check-h200.json): compute-bound parts scaled by bf16 throughput, each generated token
     by memory bandwidth, with `MARGIN` on top. `reserved` is what a request asks for; `used`, what it is expected
     to be charged (the fit without the margin, for the tokens the answers really take)."""
 

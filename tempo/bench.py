@@ -36,7 +36,7 @@ from .engine.steps import EncodedSegment, compress_batch, open_decoder, respond
 from .events import Compression
 from .model import TempoModel, from_pretrained
 from .video.patches import PatchGeometry, clip_size, frame_size, normalize, patchify, resize_frames
-from .timing import StageTimer
+from .timing import Timer
 from .video import VideoInfo, long_edge_size, open_video, sandbox, uniform_plan
 from .video.segments import video_plan
 
@@ -161,11 +161,11 @@ def reference_answer(model: TempoModel, path: str, question: str, config: RunCon
         vision = model.compressor.encode_vision(pixel_values, grids)
     del pixel_values
     segments = [EncodedSegment(i, NO_THUMBNAIL, features) for i, features in enumerate(vision)]
-    memories, relevance = compress_batch(model, segments, question, plan, StageTimer())
+    memories, relevance = compress_batch(model, segments, question, plan, Timer())
     first_result = time.perf_counter() - started
     probed, _ = video_plan(open_video(path), config.sampling)
     compression = Compression(question, probed, plan, list(memories), relevance)
-    finished = list(respond(model, compression, config, StageTimer()))[-1]
+    finished = list(respond(model, compression, config, Timer()))[-1]
     return {"first_segment_s": first_result, "total_s": time.perf_counter() - started, "answer": finished.answer,
             "tokens": [s.tokens for s in finished.segments]}
 
@@ -174,7 +174,7 @@ def reference_answer(model: TempoModel, path: str, question: str, config: RunCon
 
 def ours_tensors(path: str, config: RunConfig, geometry: PatchGeometry) -> int:
     """Our file -> compressor-ready tensors: the streamed segments, drained (count returned)."""
-    decoder = open_decoder(path, config, geometry, StageTimer())
+    decoder = open_decoder(path, config, geometry, Timer())
     try:
         return sum(1 for _ in decoder.segments())
     finally:

@@ -29,18 +29,17 @@ from safetensors.torch import load, load_file
 
 from .allocation import Strategy, adaptive_token_allocation, allocate
 from .config import AllocationConfig, GenerationConfig, RunConfig, SamplingConfig
+from .engine import run
+from .engine.steps import compress_batch, encode_batch, micro_batches
 from .errors import InputError, TempoError
 from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed
 from .model import TempoModel, from_pretrained
 from .model.modeling import DTYPES
-from .video.patches import normalize
-from .engine import run
-from .engine.steps import compress_batch, encode_batch, micro_batches
-from .timing import StageTimer
-from .video import SamplingPlan
-from .video.segments import PreparedSegment, prepare_segments
 from .model.prompts import decoder_prompt_ids, segment_prompt_ids, time_tag
-from .video import open_video, uniform_plan
+from .timing import Timer
+from .video import SamplingPlan, open_video, uniform_plan
+from .video.patches import normalize
+from .video.segments import PreparedSegment, prepare_segments
 
 # The README's suggested tolerances (25-34x the spread seen between correct float32 implementations).
 TENSOR_ATOL = 1e-4
@@ -190,7 +189,7 @@ class Case:
     video: str
 
     @classmethod
-    def read(cls, directory: str, name: str) -> "Case":
+    def read(cls, directory: str, name: str) -> Case:
         case_dir = os.path.join(directory, "cases", name)
         with open(os.path.join(case_dir, "case.json")) as f:
             recorded = json.load(f)
@@ -254,7 +253,7 @@ def check_sampling(case: Case, model: TempoModel, directory: str,
     report.check(name, "real_fps", abs(plan.real_fps - recorded["real_fps"]) < 1e-9,
                  f"{plan.real_fps!r} vs {recorded['real_fps']!r}")
     report.exact(name, "segment_num_frames", [len(w) for w in plan.segments], recorded["segment_num_frames"])
-    segments = list(prepare_segments(case.video, reader, plan, case.sampling, model.geometry, StageTimer()))
+    segments = list(prepare_segments(case.video, reader, plan, case.sampling, model.geometry, Timer()))
     report.exact(name, "video_grid_thw", [list(s.grid) for s in segments], recorded["video_grid_thw"])
     _pixel_checks(recorded, case.tensors, torch.cat([s.pixel_rows for s in segments]), model, directory, name,
                   report)
@@ -264,7 +263,7 @@ def check_sampling(case: Case, model: TempoModel, directory: str,
 def check_compressor(case: Case, model: TempoModel, plan: SamplingPlan, segments: list[PreparedSegment],
                      report: Report) -> tuple[list[torch.Tensor], list[float]]:
     """The compressor's prompts, then its memories and relevance, in micro-batches of 4 as the pipeline runs it."""
-    name, tensors, timer = case.name, case.tensors, StageTimer()
+    name, tensors, timer = case.name, case.tensors, Timer()
     pad_id = model.compressor_tokenizer.token_id("<|endoftext|>")
     prompts = [segment_prompt_ids(model.compressor_tokenizer, case.query, plan, s.index, s.grid, model.geometry)
                for s in segments]

@@ -1,4 +1,5 @@
-"""Time per pipeline stage, added up across threads and processes."""
+"""Time per part of a run (open, decode, preprocess, vision, compress, allocate, generate), added up across
+threads and processes."""
 
 from __future__ import annotations
 
@@ -6,12 +7,12 @@ import contextlib
 import threading
 import time
 from collections import defaultdict
-from typing import Iterator
+from collections.abc import Iterator
 
 
-class StageTimer:
-    """Accumulates time per pipeline stage. Stages overlap when segments stream: decoding and preprocessing run
-    on worker threads or in a decoding process (`alongside`: their totals add up those workers' time), while the
+class Timer:
+    """Accumulates time per part of a run. Parts overlap when segments stream: decoding and preprocessing run on
+    worker threads or in a decoding process (`alongside`: their totals add up those workers' time), while the
     compressor and the decoder run on the thread that made the timer, one after another."""
 
     def __init__(self) -> None:
@@ -25,7 +26,7 @@ class StageTimer:
         self.owner = threading.get_ident()
 
     @contextlib.contextmanager
-    def stage(self, name: str) -> Iterator[None]:
+    def time(self, name: str) -> Iterator[None]:
         start = time.perf_counter()
         try:
             yield
@@ -35,17 +36,17 @@ class StageTimer:
                 self.alongside.add(name)
 
     def add(self, totals: dict[str, float]) -> None:
-        """Stage times measured elsewhere (a decoding process), alongside this one."""
+        """Times measured elsewhere (a decoding process), alongside this one."""
         for name, seconds in totals.items():
             self.totals[name] += seconds
             self.alongside.add(name)
 
     def timings(self) -> dict[str, float]:
-        """Seconds per stage, then "other" (the caller's time in no stage: waiting for frames, hand-overs) and
-        "total": the stages not `alongside` plus "other" add up to "total"."""
+        """Seconds per part, then "other" (the caller's time in none: waiting for frames, hand-overs) and "total":
+        the parts not `alongside` plus "other" add up to "total"."""
         total = time.perf_counter() - self.started
-        timings = {stage: round(seconds, 4) for stage, seconds in self.totals.items()}
-        serial = sum(seconds for stage, seconds in self.totals.items() if stage not in self.alongside)
+        timings = {part: round(seconds, 4) for part, seconds in self.totals.items()}
+        serial = sum(seconds for part, seconds in self.totals.items() if part not in self.alongside)
         timings["other"] = round(max(0.0, total - serial), 4)
         timings["total"] = round(total, 4)
         return timings

@@ -8,7 +8,7 @@ import numpy as np
 
 from tempo.config import SamplingConfig
 from tempo.engine.accelerator import frame_time
-from tempo.timing import StageTimer
+from tempo.timing import Timer
 from tempo.video import VideoInfo, uniform_plan
 from tempo.video.patches import PatchGeometry
 from tempo.video.segments import prepare_segment, sharpest
@@ -34,9 +34,9 @@ def test_the_sharpest_frame_is_chosen_over_a_blurred_middle():
 def test_a_segment_shows_its_sharp_frame_and_says_when_it_was_taken():
     geometry = PatchGeometry.from_processor_config({})
     sampling = SamplingConfig()
-    segment = prepare_segment(3, clip(2), sampling, geometry, StageTimer())
+    segment = prepare_segment(3, clip(2), sampling, geometry, Timer())
     assert segment.shown == 2
-    everything_blurred = prepare_segment(3, clip(99), sampling, geometry, StageTimer())
+    everything_blurred = prepare_segment(3, clip(99), sampling, geometry, Timer())
     assert edges(segment.thumbnail) > 4 * edges(everything_blurred.thumbnail)  # the sharp frame is what it shows
     plan = uniform_plan(VideoInfo("v.mp4", 3000, 30.0, 320, 240, "test"), sampling)
     assert frame_time(plan, segment) == plan.segment_frame_times(3)[2] != plan.span(3)[0]

@@ -8,7 +8,7 @@ import weakref
 import numpy as np
 
 from tempo.config import SamplingConfig
-from tempo.timing import StageTimer
+from tempo.timing import Timer
 from tempo.video import VideoInfo, uniform_plan
 from tempo.video.patches import PatchGeometry
 from tempo.video.segments import prepare_segment
@@ -73,7 +73,7 @@ def test_the_first_segment_is_out_before_another_worker_starts():
 
 def test_a_thumbnail_holds_its_own_pixels_not_its_segments():
     frames = [np.random.default_rng(i).integers(0, 256, (120, 160, 3), np.uint8) for i in range(8)]
-    segment = prepare_segment(0, frames, SamplingConfig(), PatchGeometry(), StageTimer())
+    segment = prepare_segment(0, frames, SamplingConfig(), PatchGeometry(), Timer())
     owner = segment.thumbnail if segment.thumbnail.base is None else segment.thumbnail.base
     assert owner.nbytes == segment.thumbnail.nbytes == 120 * 160 * 3
     assert np.array_equal(segment.thumbnail, frames[segment.shown])

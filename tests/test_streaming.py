@@ -7,12 +7,11 @@ import torch
 import tempo
 from tempo.config import SamplingConfig
 from tempo.errors import VideoError
+from tempo.timing import Timer
+from tempo.video import KeyframeReader, SparseReader, long_edge_size, open_video, plan_sampling, uniform_plan
 from tempo.video.patches import fit_long_edge
-from tempo.timing import StageTimer
 from tempo.video.segments import prepare_segment
 from tempo.video.stream import segment_stream
-from tempo.video import (KeyframeReader, SparseReader, long_edge_size, open_video, plan_sampling,
-                         uniform_plan)
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +22,7 @@ def shapes(fixtures):
 def prepared(video, plan, workers, chunk=2):
     from tempo.video.patches import PatchGeometry
 
-    prepare = lambda index, frames: prepare_segment(index, frames, SamplingConfig(), PatchGeometry(), StageTimer())
+    prepare = lambda index, frames: prepare_segment(index, frames, SamplingConfig(), PatchGeometry(), Timer())
     return list(segment_stream(plan, [lambda: open_video(video)] * workers, prepare, chunk=chunk))
 
 

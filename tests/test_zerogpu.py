@@ -16,16 +16,16 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from appserver import ROOT, free_port
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
 import tempo
-from appserver import ROOT, free_port
 from demo import device
 from demo.device import COST
 from tempo.engine import Job
 from tempo.events import Compression
-from tempo.timing import StageTimer
+from tempo.timing import Timer
 
 EXAMPLE = json.loads((ROOT / "examples" / "examples.json").read_text(encoding="utf-8"))[0]
 VIDEO = ROOT / "examples" / EXAMPLE["video"]
@@ -198,7 +198,7 @@ def test_on_zerogpu_one_function_asks_for_the_gpu_time_its_job_needs(fixture_mod
     def job(segments: int, answers: int, cached: bool, max_new_tokens: int = 512) -> Job:
         config = tempo.RunConfig(generation=tempo.GenerationConfig(max_new_tokens=max_new_tokens))
         probed = tempo.VideoProbed("v.mp4", 60.0, 30.0, 1800, 640, 360, 8 * segments, 2.0, segments, "pyav")
-        return Job("q", probed, None, config, (config,) * answers, StageTimer(),
+        return Job("q", probed, None, config, (config,) * answers, Timer(),
                    compression=Compression("q", probed, None) if cached else None)
 
     seconds = device.gpu_seconds

@@ -14,7 +14,7 @@ from torch.utils.flop_counter import flop_registry
 from benchmarks.gpu import runs
 from tempo.engine.steps import compress_batch, encode_batch, micro_batches
 from tempo.model import TempoModel
-from tempo.timing import StageTimer
+from tempo.timing import Timer
 
 
 class CountedFlops(TorchDispatchMode):
@@ -105,9 +105,9 @@ def counted_flops(model: TempoModel, video: runs.Video, embeds: torch.Tensor, mi
     vision, compress, prefill = CountedFlops(), CountedFlops(), CountedFlops()
     for batch in micro_batches(video.segments, micro_batch):
         with vision:
-            encoded = encode_batch(model, batch, StageTimer())
+            encoded = encode_batch(model, batch, Timer())
         with compress:
-            compress_batch(model, encoded, runs.QUESTION, video.plan, StageTimer())
+            compress_batch(model, encoded, runs.QUESTION, video.plan, Timer())
     with prefill:
         model.decoder.prefill(embeds)
     return {"vision": vision.total, "compress": compress.total, "prefill": prefill.total,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import Iterator
 
 import numpy as np
 import torch
@@ -14,10 +14,9 @@ import torch
 from tempo.config import GenerationConfig, RunConfig, SamplingConfig
 from tempo.engine import Job, execute
 from tempo.engine.steps import EncodedSegment, compress_batch, encode_batch, micro_batches
-from tempo.events import (AllocationDone, AnswerToken, Compressed, Compression, Finished, SegmentCompressed,
-                          VideoProbed)
+from tempo.events import AllocationDone, AnswerToken, Compressed, Compression, Finished, SegmentCompressed, VideoProbed
 from tempo.model import TempoModel
-from tempo.timing import StageTimer
+from tempo.timing import Timer
 from tempo.video import SamplingPlan, VideoInfo, uniform_plan
 from tempo.video.segments import PreparedSegment, prepare_segment
 
@@ -30,16 +29,16 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-class SyncedTimer(StageTimer):
-    """Stage times that include the GPU work a stage launched: each stage waits for the device before it ends."""
+class SyncedTimer(Timer):
+    """Timings that include the GPU work a timed part launched: each part waits for the device before it ends."""
 
     def __init__(self, device: torch.device):
         super().__init__()
         self.device = device
 
     @contextlib.contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        with super().stage(name):
+    def time(self, name: str) -> Iterator[None]:
+        with super().time(name):
             try:
                 yield
             finally:
@@ -66,7 +65,7 @@ def make_video(name: str, seconds: float, sampling: SamplingConfig, frame_size: 
     probed = VideoProbed(info.path, seconds, 30.0, info.total_frames, width, height, len(plan.frame_indices),
                          plan.real_fps, len(plan.segments), "synthetic")
     rng = np.random.default_rng(seed)
-    timer = StageTimer()
+    timer = Timer()
     segments = [prepare_segment(i, list(rng.integers(0, 256, (len(window), height, width, 3), dtype=np.uint8)),
                                 sampling, model.geometry, timer) for i, window in enumerate(plan.segments)]
     return Video(name, probed, plan, segments)
@@ -161,8 +160,8 @@ def compressor_pass(model: TempoModel, video: Video, micro_batch: int | None) ->
     started = time.perf_counter()
     batches = micro_batches(video.segments, micro_batch) if micro_batch else [video.segments]
     for batch in batches:
-        encoded = encode_batch(model, batch, StageTimer())
-        compress_batch(model, encoded, QUESTION, video.plan, StageTimer())
+        encoded = encode_batch(model, batch, Timer())
+        compress_batch(model, encoded, QUESTION, video.plan, Timer())
     synchronize(device)
     seconds = time.perf_counter() - started
     peak = torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else 0.0

@@ -16,7 +16,7 @@ from ..errors import OutOfMemory
 from ..events import AllocationDone, AnswerToken, Compressed, Compression, Event, Finished, Segment, SegmentCompressed
 from ..model import TempoModel
 from ..model.prompts import segment_prompt_ids
-from ..timing import StageTimer
+from ..timing import Timer
 from ..video import SamplingPlan
 from ..video.patches import normalize
 from ..video.segments import PreparedSegment
@@ -48,13 +48,13 @@ def micro_batch(model: TempoModel, config: RunConfig) -> int:
 
 
 def encode_batch(model: TempoModel, batch: list[PreparedSegment | EncodedSegment],
-                 timer: StageTimer) -> list[EncodedSegment]:
+                 timer: Timer) -> list[EncodedSegment]:
     """The vision tower over a micro-batch's pixels (the question-independent half of compression); segments that
     come with their vision features pass as they are."""
     pixels = [s for s in batch if isinstance(s, PreparedSegment)]
     if not pixels:
         return list(batch)
-    with timer.stage("vision"), torch.inference_mode():
+    with timer.time("vision"), torch.inference_mode():
         # uint8 rows travel to the accelerator (a quarter of the float bytes) and are normalised there
         rows = torch.cat([s.pixel_rows for s in pixels]).to(model.device, non_blocking=True)  # [P, C*T*p*p] uint8
         pixel_values = normalize(rows, model.geometry)
@@ -64,9 +64,9 @@ def encode_batch(model: TempoModel, batch: list[PreparedSegment | EncodedSegment
 
 
 def compress_batch(model: TempoModel, batch: list[EncodedSegment], question: str, plan: SamplingPlan,
-                   timer: StageTimer) -> tuple[torch.Tensor, list[float]]:
+                   timer: Timer) -> tuple[torch.Tensor, list[float]]:
     """The question-dependent half: memories [B, k_max, d_s] and relevance for a micro-batch of segments."""
-    with timer.stage("compress"), torch.inference_mode():
+    with timer.time("compress"), torch.inference_mode():
         prompts = [segment_prompt_ids(model.compressor_tokenizer, question, plan, s.index, s.vision.grid,
                                       model.geometry) for s in batch]
         output = model.compressor(prompts, [s.vision for s in batch])
@@ -92,13 +92,13 @@ def allocate_tokens(model: TempoModel, relevance: list[float], config: RunConfig
                     allocation.strategy, allocation.seed)
 
 
-def respond(model: TempoModel, compression: Compression, config: RunConfig, timer: StageTimer,
+def respond(model: TempoModel, compression: Compression, config: RunConfig, timer: Timer,
             dialogue: Dialogue | None = None) -> Iterator[Event]:
     """Allocate the budget over a compression and stream the answer to `dialogue` (default: the compression's
     question, on its own): `AllocationDone`, `AnswerToken`s, then `Finished`."""
     dialogue = dialogue or Dialogue(compression.query)
     allocation, k_max, budget = config.allocation, model.spec.num_memory_tokens, effective_budget(model, config)
-    with timer.stage("allocate"), torch.inference_mode():
+    with timer.time("allocate"), torch.inference_mode():
         tokens = allocate_tokens(model, compression.relevance, config)
         embeds, cut = model.decoder_inputs(compression.memories, tokens, allocation.truncation, dialogue.question,
                                            compression.plan.tag_times(),
@@ -113,7 +113,7 @@ def respond(model: TempoModel, compression: Compression, config: RunConfig, time
     generated = model.decoder.generate(embeds, config.generation, set(model.spec.stop_ids), model.spec.top_k,
                                        spells_word)
     while True:
-        with timer.stage("generate"):
+        with timer.time("generate"):
             token = next(generated, None)
         if token is None:
             break

@@ -19,7 +19,7 @@ from ..events import Compressed, Compression, Event, Finished, SegmentCompressed
 from ..model import TempoModel
 from ..model.prompts import Exchange, compressor_query, history_within
 from ..times import length
-from ..timing import StageTimer
+from ..timing import Timer
 from ..video import SamplingPlan, probe
 from ..video.patches import PatchGeometry
 from ..video.sandbox import SandboxedDecoder
@@ -72,14 +72,14 @@ def check_duration(probed: VideoProbed, limits: Limits) -> None:
 
 # ------------------------------------------------------------------------------------------------ the source
 
-def open_decoder(video: str | os.PathLike, config: RunConfig, geometry: PatchGeometry, timer: StageTimer) -> Decoder:
+def open_decoder(video: str | os.PathLike, config: RunConfig, geometry: PatchGeometry, timer: Timer) -> Decoder:
     """`video`'s headers read and checked against the limits (nothing decoded yet), then the file opened by a
     decoder: in a child process where `limits.isolate_decoding` says so (servers), else in this one."""
     limits = config.limits
     if not os.path.exists(video):
         raise VideoError(f"Video file not found: {os.fspath(video)}")
     if os.path.isfile(video) and os.path.getsize(video) > 0:  # the decoders name the other cases precisely
-        with timer.stage("open"):
+        with timer.time("open"):
             check_file(video, limits)
     decoder = SandboxedDecoder if limits.isolate_decoding else LocalDecoder
     return decoder(video, config.sampling, geometry, limits, timer)
@@ -98,7 +98,7 @@ class Source:
 
 @contextlib.contextmanager
 def opened(video: str | os.PathLike, config: RunConfig, cache: VideoCache, geometry: PatchGeometry,
-           timer: StageTimer) -> Iterator[Source]:
+           timer: Timer) -> Iterator[Source]:
     """The file checked against the limits, then found in the cache or opened by a decoder (nothing decoded yet),
     which is closed on the way out, whether or not its segments were taken."""
     limits = config.limits
@@ -143,7 +143,7 @@ def serve_once(model: TempoModel, video: str | os.PathLike, question: str, confi
                history: Sequence[Exchange] = ()) -> Iterator[Event]:
     """One pass of `serve` over what `config` samples."""
     accelerate = accelerate or partial(execute, model)
-    timer = StageTimer()
+    timer = Timer()
     query, dialogue = conversation_turn(model, question, history)
     with out_of_memory_as_error(), opened(video, config, cache, model.geometry, timer) as source:
         check_duration(source.probed, config.limits)
@@ -257,7 +257,7 @@ def reanswer(model: TempoModel, compression: Compression, config: RunConfig, que
     config.validate(model.spec)
     _, dialogue = conversation_turn(model, compression.query if question is None else question, history)
     with out_of_memory_as_error():
-        *_, finished = respond(model, compression, config, StageTimer(), dialogue)
+        *_, finished = respond(model, compression, config, Timer(), dialogue)
     return finished
 
 

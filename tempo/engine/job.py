@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ..config import RunConfig
 from ..events import Compression, VideoProbed
 from ..model.prompts import Exchange
-from ..timing import StageTimer
+from ..timing import Timer
 from ..video import SamplingPlan
 from ..video.segments import PreparedSegment
 from .cache import EncodedSegment
@@ -36,7 +36,7 @@ class Job:
     plan: SamplingPlan
     config: RunConfig  # the run's sampling and micro-batch
     configs: tuple[RunConfig, ...]  # to answer under
-    timer: StageTimer
+    timer: Timer
     segments: Iterable[PreparedSegment | EncodedSegment] = ()
     compression: Compression | None = None
     keep_vision_bytes: int = 0  # send the vision features back with the compression while they fit in this

@@ -19,7 +19,7 @@ from ..engine import check_question, out_of_memory_as_error
 from ..engine.steps import Dialogue, compress_batch, encode_batch, respond
 from ..events import Event
 from ..model import TempoModel
-from ..timing import StageTimer
+from ..timing import Timer
 from ..video.segments import prepare_segment
 from .alerts import Alerting, AlertRule
 from .errors import StreamError
@@ -66,7 +66,7 @@ class LiveWatch:
         self.alerting = Alerting(self.config.rule)
         self.sampler = Sampler(self.config.fps)
         self.pending: list[tuple[float, np.ndarray]] = []
-        self.timer = StageTimer()
+        self.timer = Timer()
         self.segments = self.alerts = 0
         self.size = (0, 0)  # the sampled frames' width and height
         self.started_at = time.time()
@@ -177,7 +177,7 @@ class LiveWatch:
         question = check_question(question, config.limits.max_question_chars)
         compression = self.window.compression(self.query, self.source, self.config.fps, self.config.segment_frames,
                                               self.size)
-        timer = StageTimer()
+        timer = Timer()
         with self.model_lock, out_of_memory_as_error():
             yield from respond(self.model, compression, config, timer, Dialogue(question))
 

@@ -1,8 +1,7 @@
-"""How answers and stage timings read, everywhere a person sees them (page, report, figures, terminal); times
+"""How answers and timings read, everywhere a person sees them (page, report, figures, terminal); times
 read as `tempo.times` writes them."""
 
 from __future__ import annotations
-
 
 NO_ANSWER = "(no answer: the model ended its reply before its first word)"
 
@@ -13,7 +12,7 @@ def answer_text(answer: str) -> str:
 
 
 def timings_text(timings: dict[str, float], alongside: tuple[str, ...] = ()) -> str:
-    """Stage times as a sum that adds up to the total, then the stages that ran alongside (decoding workers),
+    """Timings as a sum that adds up to the total, then the parts that ran alongside (decoding workers),
     e.g. "vision 1.20 s + compress 0.80 s + other 0.10 s = 2.10 s · alongside: decode 1.50 s"."""
     serial = [f"{name} {seconds:.2f} s" for name, seconds in timings.items()
               if name not in alongside and name != "total"]

@@ -30,7 +30,7 @@ import torch
 from ..config import Limits, SamplingConfig
 from ..errors import TempoError, VideoError
 from .sampling import VideoProbed
-from ..timing import StageTimer
+from ..timing import Timer
 from .patches import PatchGeometry
 from .readers import open_video
 from .sampling import SamplingPlan
@@ -159,9 +159,9 @@ def _decode(path: str, sampling: SamplingConfig, geometry: PatchGeometry, limits
     # PyAV's log level stays None (FFmpeg's messages dropped in C): any level routes FFmpeg's frame threads
     # through a Python callback that needs the GIL, and a damaged VP9 stream then deadlocks the decoder.
     resource.setrlimit(resource.RLIMIT_DATA, (limits.decode_memory_bytes, limits.decode_memory_bytes))
-    timer, ring = StageTimer(), None
+    timer, ring = Timer(), None
     try:
-        with timer.stage("open"):
+        with timer.time("open"):
             reader = open_video(path, keyframes_only=sampling.fast_seek, long_edge=sampling.long_edge, decord=False,
                                 max_pixels=limits.max_frame_pixels)
             probed, plan = video_plan(reader, sampling)
@@ -183,7 +183,7 @@ class SandboxedDecoder:
     """One video decoded in a child process: `probed` and `plan` once it opened the file, then `segments()`."""
 
     def __init__(self, path: str | os.PathLike, sampling: SamplingConfig, geometry: PatchGeometry, limits: Limits,
-                 timer: StageTimer):
+                 timer: Timer):
         self.path, self.limits, self.timer = os.fspath(path), limits, timer
         self.name = os.path.basename(self.path)
         ctx = context()
@@ -195,7 +195,7 @@ class SandboxedDecoder:
         self.process = ctx.Process(target=_decode, args=(self.path, sampling, geometry, limits, self.results,
                                                          self.free), name="tempo-decode", daemon=True)
         self.reached = "its first frames"
-        with timer.stage("open"):
+        with timer.time("open"):
             start(self.process)
             message = self._receive()
         if not isinstance(message, Planned):

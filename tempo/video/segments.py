@@ -15,7 +15,7 @@ import torch
 
 from ..config import Limits, SamplingConfig
 from .sampling import VideoProbed
-from ..timing import StageTimer
+from ..timing import Timer
 from .patches import PatchGeometry, fit_long_edge, model_frames, patchify
 from .readers import FrameReader, SparseReader, decode_workers, is_long, open_sparse, open_video, plan_sampling
 from .resample import resize
@@ -55,11 +55,11 @@ def fit_frame(frame: np.ndarray, long_edge: int) -> np.ndarray:
 
 
 def prepare_segment(index: int, frames: list[np.ndarray], sampling: SamplingConfig, geometry: PatchGeometry,
-                    timer: StageTimer) -> PreparedSegment:
+                    timer: Timer) -> PreparedSegment:
     """Decoded frames of one segment (full size, or already through `fit_frame`) -> patch rows, the whole segment
     at once through the released resize chain (`patches`), plus its sharpest frame as a thumbnail (a frame the
     model sees)."""
-    with timer.stage("preprocess"):
+    with timer.time("preprocess"):
         fitted = fit_long_edge(np.stack(frames), sampling.long_edge)  # [T, H, W, 3]
         shown = sharpest(fitted)
         width, height = long_edge_size(fitted.shape[2], fitted.shape[1], THUMBNAIL_EDGE)
@@ -71,7 +71,7 @@ def prepare_segment(index: int, frames: list[np.ndarray], sampling: SamplingConf
 
 
 def prepare_segments(path: str | os.PathLike, reader: FrameReader, plan: SamplingPlan, sampling: SamplingConfig,
-                     geometry: PatchGeometry, timer: StageTimer) -> Iterator[PreparedSegment]:
+                     geometry: PatchGeometry, timer: Timer) -> Iterator[PreparedSegment]:
     """Segments in order, decoded and preprocessed on worker threads while the caller compresses earlier ones.
 
     `reader` (already open) decodes short videos. Long ones are decoded sparsely where the file allows it, by
@@ -87,7 +87,7 @@ def prepare_segments(path: str | os.PathLike, reader: FrameReader, plan: Samplin
     else:
         readers = [lambda: reader] + [partial(open_video, path, max_pixels=reader.max_pixels)] * (workers - 1)
     prepare = partial(prepare_segment, sampling=sampling, geometry=geometry, timer=timer)
-    return segment_stream(plan, readers, prepare, timer.stage, reduce=partial(fit_frame, long_edge=sampling.long_edge))
+    return segment_stream(plan, readers, prepare, timer.time, reduce=partial(fit_frame, long_edge=sampling.long_edge))
 
 
 def video_plan(reader: FrameReader, sampling: SamplingConfig) -> tuple[VideoProbed, SamplingPlan]:
@@ -116,9 +116,9 @@ class LocalDecoder:
     """Decoding in this process, on worker threads while the caller compresses (the library's default)."""
 
     def __init__(self, path: str | os.PathLike, sampling: SamplingConfig, geometry: PatchGeometry, limits: Limits,
-                 timer: StageTimer):
+                 timer: Timer):
         self.path, self.sampling, self.geometry, self.limits, self.timer = path, sampling, geometry, limits, timer
-        with timer.stage("open"):
+        with timer.time("open"):
             self.reader: FrameReader | None = open_video(path, keyframes_only=sampling.fast_seek,
                                                         long_edge=sampling.long_edge,
                                                         max_pixels=limits.max_frame_pixels)
