@@ -20,9 +20,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 QUESTION = "When does the pattern change colour?"
@@ -66,7 +66,7 @@ def local_app(timeout: float = 300.0) -> Iterator[str]:
                 break
             except OSError:
                 if time.monotonic() > deadline:
-                    raise SystemExit(f"app.py did not start within {timeout:.0f} s")
+                    raise SystemExit(f"app.py did not start within {timeout:.0f} s") from None
                 time.sleep(0.5)
         yield url
     finally:

@@ -20,15 +20,15 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor, TimeoutError as Timeout
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as Timeout
 from contextlib import nullcontext
 from pathlib import Path
 
 import psutil
+from app_first_segment import local_app
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
-
-from app_first_segment import local_app
 from mutants import write_mutants
 
 QUESTION = "What moves across the screen?"

@@ -14,8 +14,8 @@ import random
 import struct
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import imageio_ffmpeg
 

@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -53,11 +54,11 @@ def segment_resizes(runs: int = 10) -> dict:
         fitted = long_edge_size(width, height, 512)
         snapped = frame_size(fitted[1], fitted[0], geometry)
 
-        def pil() -> list:
+        def pil(frames: np.ndarray = frames, fitted: tuple = fitted, snapped: tuple = snapped) -> list:
             return [Image.fromarray(f).resize(fitted, Image.Resampling.BICUBIC)
                     .resize(snapped[::-1], Image.Resampling.BICUBIC) for f in frames]
 
-        def ours() -> np.ndarray:
+        def ours(frames: np.ndarray = frames, snapped: tuple = snapped) -> np.ndarray:
             return resize(fit_long_edge(frames, 512), *snapped)
 
         ours()  # compile (or load the compiled kernel) first
@@ -72,7 +73,7 @@ def file_to_tensors(runs: int = 2) -> dict:
     figures = {}
     for name, seconds in bench.VIDEOS.items():
         path = bench.make_video(os.path.join(cache, f"testsrc2-720p30-{seconds}s.mp4"), seconds)
-        seconds_taken = best(lambda: bench.ours_tensors(path, SamplingConfig(), PatchGeometry()), runs)
+        seconds_taken = best(partial(bench.ours_tensors, path, SamplingConfig(), PatchGeometry()), runs)
         figures[name] = round(seconds_taken, 2)
         print(f"{name} video -> compressor-ready tensors: {seconds_taken:.2f} s", flush=True)
     return figures

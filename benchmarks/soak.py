@@ -177,7 +177,8 @@ class ToolRefusal(Exception):
 
 def attempt(client, url: str, job: Job, timeout: float) -> Outcome:
     """One job, timed and sorted: answered, queue_full, refused (bad input) or error."""
-    from concurrent.futures import ThreadPoolExecutor, TimeoutError as Timeout
+    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import TimeoutError as Timeout
 
     from fuzz import outcome
     from gradio_client.exceptions import AppError
@@ -316,6 +317,7 @@ def start_app(scratch: Path, planted: bool, timeout: float = 300.0) -> tuple[sub
 def serve_planted() -> None:
     """app.py behind a planted bug: the per-video cache's key ignores the file, so two videos share an entry."""
     import spaces  # noqa: F401  (as app.py: before torch)
+
     from tempo.engine.cache import VideoCache, VideoKey
 
     VideoCache.key = lambda self, path, sampling: VideoKey("any video", 0, 0, sampling)

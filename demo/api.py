@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import replace
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from tempo.analysis import most_relevant, usable
-from tempo.model.prompts import Exchange
 from tempo.errors import InputError
-from tempo.events import AllocationDone, Finished, SegmentCompressed, Segment
+from tempo.events import AllocationDone, Finished, Segment, SegmentCompressed
+from tempo.model.prompts import Exchange
 from tempo.render.progress import RunProgress, Status
 from tempo.render.report import Asked, Truth
 from tempo.times import clock, span

@@ -8,8 +8,8 @@ from functools import cached_property
 
 import plotly.graph_objects as go
 
-from tempo.model.prompts import Exchange
 from tempo.events import Finished
+from tempo.model.prompts import Exchange
 from tempo.render.progress import RunProgress
 from tempo.render.report import Asked, Truth, filmstrip_html
 from tempo.render.timeline import timeline_figure

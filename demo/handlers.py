@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import functools
 import shutil
-from dataclasses import replace
 import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
-from typing import Iterator
 
 import gradio as gr
 import plotly.graph_objects as go
@@ -18,13 +18,12 @@ import plotly.graph_objects as go
 from tempo.analysis import most_relevant, usable
 from tempo.engine import check_file
 from tempo.errors import InputError, TempoError
-from tempo.events import (AllocationDone, AnswerToken, Finished, SegmentCompressed, SegmentRead, VideoProbed,
-                          Zoomed)
+from tempo.events import AllocationDone, AnswerToken, Finished, SegmentCompressed, SegmentRead, VideoProbed, Zoomed
 from tempo.render.export import export
 from tempo.render.progress import RunProgress
 from tempo.render.text import answer_text
-from tempo.times import clock
 from tempo.render.timeline import axis_of, comparison_figure, sweep_figure, timeline_figure
+from tempo.times import clock
 
 from . import preview
 from .chat import Conversation, Turn, continued, history, messages

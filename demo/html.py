@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from tempo.allocation import scaled_relevance
 from tempo.analysis import SegmentLook, most_relevant
@@ -15,8 +15,8 @@ from tempo.events import Finished, Segment
 from tempo.model import TempoModel
 from tempo.render.progress import RunProgress, Status, key_segments, run_stats
 from tempo.render.report import Truth, data_uri
-from tempo.render.timeline import point_field, relevance_text
 from tempo.render.text import answer_text, timings_text
+from tempo.render.timeline import point_field, relevance_text
 from tempo.times import clock, span, time_mentions
 
 LOOKED_AT = 3  # segments shown as where the compressor looked

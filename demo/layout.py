@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import gradio as gr
 

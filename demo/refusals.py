@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 import gradio as gr
 

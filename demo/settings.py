@@ -3,7 +3,7 @@ a yes/no, a choice for a list. The API's parameters are these controls, named af
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import gradio as gr
 

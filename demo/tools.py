@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from typing import Callable
+from collections.abc import Callable
 
 import gradio as gr
 

@@ -1,10 +1,10 @@
 """Tempo: query-aware long-video compression with a small VLM, and the answer a decoder gives from it."""
 
 from .config import AllocationConfig, GenerationConfig, Limits, RunConfig, SamplingConfig
+from .engine import VideoCache, answer, run
 from .errors import InputError, ModelError, ResourceError, TempoError, VideoError
 from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed, VideoProbed
 from .model import DEFAULT_MODEL, TempoModel, from_pretrained
-from .engine import VideoCache, answer, run
 from .model.prompts import Exchange
 
 __all__ = [

@@ -6,8 +6,8 @@ Every function here is pure: relevance scores and settings in, token counts (or 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from enum import Enum
-from typing import Sequence
 
 import torch
 

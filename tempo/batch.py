@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import TextIO
 
 from .config import BATCH, RunConfig, settings
-from .errors import InputError, TempoError
-
-from .model import CheckpointSpec, TempoModel
 from .engine import VideoCache, run
+from .errors import InputError, TempoError
+from .model import CheckpointSpec, TempoModel
 from .render.progress import RunProgress
 from .render.report import Asked, write_report
 from .render.terminal import ProgressLine

@@ -14,14 +14,14 @@ from typing import TextIO
 from . import batch as batch_module
 from . import model as tempo_model
 from .config import CLI, Limits, RunConfig, settings
+from .engine import check_question, run
 from .errors import InputError, TempoError
 from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed, VideoProbed, Zoomed
 from .model import CheckpointSpec
-from .engine import check_question, run
 from .render import figures as figures_module
 from .render.progress import RunProgress
-from .render.terminal import ProgressLine
 from .render.report import Asked, write_report
+from .render.terminal import ProgressLine
 from .render.text import timings_text
 from .times import clock, span
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Mapping, Protocol
+from typing import Protocol
 
 from .allocation import STRATEGIES, TRUNCATIONS, Strategy
 from .errors import InputError
@@ -114,7 +115,7 @@ class Limits:
     live_lab_streams: bool = False  # streams from this machine's private network (never on a Space)
 
     @classmethod
-    def from_env(cls) -> "Limits":
+    def from_env(cls) -> Limits:
         """$TEMPO_MAX_QUESTION_CHARS, $TEMPO_MAX_UPLOAD_MB, $TEMPO_MAX_DURATION_MIN, $TEMPO_MAX_FRAME_MEGAPIXELS,
         $TEMPO_DECODE_MEMORY_MB and $TEMPO_DECODE_STALL_S override the defaults, and so does $TEMPO_<NAME> for
         each of the settings table's SERVER settings."""
@@ -171,7 +172,7 @@ class RunConfig:
         if start is not None and end is not None and end <= start:
             raise InputError(f"The range ends ({clock_said(end)}) before it starts ({clock_said(start)}).")
 
-    def with_settings(self, values: Mapping[str, object], spec: Checkpoint | None = None) -> "RunConfig":
+    def with_settings(self, values: Mapping[str, object], spec: Checkpoint | None = None) -> RunConfig:
         """This config with `values` (setting name: value, from a page, an API call, a command line or a job), each
         checked against the table; the one place a value from outside becomes part of a run."""
         parts: dict[str, dict[str, object]] = {}

@@ -6,8 +6,8 @@ import contextlib
 import os
 import socket
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import psutil
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import random
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import imageio_ffmpeg
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 import tempo
-from tempo import analysis, engine, batch, cli
+from tempo import analysis, batch, cli, engine
 from tempo.render import report as share
 from tempo.render.progress import RunProgress
 from tempo.render.text import NO_ANSWER

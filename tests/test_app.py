@@ -9,10 +9,9 @@ import os
 import tempfile
 
 import pytest
+from appserver import load_app_model, serve
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
-
-from appserver import load_app_model, serve
 
 from tempo import cli
 from tempo.errors import InputError

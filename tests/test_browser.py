@@ -10,7 +10,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-
 from appserver import ROOT, decoding_processes, load_app_model, serve
 
 pytestmark = pytest.mark.browser

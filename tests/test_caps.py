@@ -14,8 +14,8 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
-
 from appserver import free_port, load_app_model
+
 from demo.launch import serve as launch
 from demo.server import Server
 from demo.settings import server_settings

@@ -8,9 +8,9 @@ import json
 import logging
 import os
 import shutil
+import socket
 import subprocess
 import sys
-import socket
 import threading
 import tracemalloc
 from functools import partial
@@ -22,8 +22,8 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 import tempo
-from tempo.model import loading
 from tempo.errors import ModelError
+from tempo.model import loading
 from tests.conftest import ROOT
 
 BASE = "base/tiny-qwen3-vl"
@@ -74,7 +74,7 @@ def sharded_base(fixtures: Path, target: Path, tied: bool) -> Path:
 
 
 def compressed(model: tempo.TempoModel, fixtures: Path) -> tuple[torch.Tensor, list[float], tempo.Finished]:
-    from tempo import analysis, engine
+    from tempo import engine
 
     config = tempo.RunConfig(allocation=tempo.AllocationConfig(budget=64),
                              generation=tempo.GenerationConfig(max_new_tokens=8))

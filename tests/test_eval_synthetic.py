@@ -2,15 +2,24 @@
 
 import json
 
+import numpy as np
 import pytest
 
-import numpy as np
-
-from tempo.train.evaluate import (SWEEP_FRACTIONS, STRATEGIES, evaluate, format_table, graded, main, margin,
-                                  outside_video, paired_bootstrap, questions_of)
-from tempo.train.eval_zoom import zoom_record, zoom_report
-from tempo.train.eval_tables import format_outside
 from tempo.synthetic import ALL_FAMILIES, FAMILIES, Question, generate_video, make_questions
+from tempo.train.eval_tables import format_outside
+from tempo.train.eval_zoom import zoom_record, zoom_report
+from tempo.train.evaluate import (
+    STRATEGIES,
+    SWEEP_FRACTIONS,
+    evaluate,
+    format_table,
+    graded,
+    main,
+    margin,
+    outside_video,
+    paired_bootstrap,
+    questions_of,
+)
 
 
 @pytest.fixture(scope="module")

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import psutil
 import pytest
+from appserver import ROOT, load_app_model, serve
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
 import tempo
 from tempo.video.readers import PyAVReader
-from appserver import ROOT, load_app_model, serve
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import mutants  # noqa: E402
@@ -62,7 +62,7 @@ def test_the_examples_stream_copied_into_mkv_and_mov_answer_as_the_mp4_does(fixt
         ffmpeg("-i", str(example), "-c", "copy", str(path))
         results[suffix] = tempo.answer(fixture_model, path, "What colour is the triangle?", ISOLATED)
     mp4 = results[".mp4"]
-    for suffix, result in results.items():
+    for result in results.values():
         assert (result.answer, [s.tokens for s in result.segments]) == (mp4.answer, [s.tokens for s in mp4.segments])
         assert [s.relevance for s in result.segments] == pytest.approx([s.relevance for s in mp4.segments], abs=1e-6)
 

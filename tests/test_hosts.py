@@ -9,8 +9,8 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-
 from appserver import load_app_model, serve
+
 from demo import hosts
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",

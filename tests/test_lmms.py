@@ -12,15 +12,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from lmms_eval.api.instance import Instance  # noqa: E402  (importable once tempo.integrations.lmms is)
 
 import tempo
 from tempo.errors import InputError
+from tempo.integrations import lmms  # without the extra this fails, naming its install command (`make` has it)
 from tempo.train.evaluate import write_jobs
 from tests.conftest import ROOT
-
-from tempo.integrations import lmms  # without the extra this fails, naming its install command (`make` has it)
-
-from lmms_eval.api.instance import Instance  # noqa: E402  (importable once tempo.integrations.lmms is)
 
 BUDGET = 64
 MAX_NEW_TOKENS = 12

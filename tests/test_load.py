@@ -23,11 +23,11 @@ from pathlib import Path
 import psutil
 import pytest
 import torch
+from appserver import ROOT, decoding_processes, free_port, load_app_model, serve
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 from gradio_client.utils import QueueError
 
-from appserver import ROOT, decoding_processes, free_port, load_app_model, serve
 from demo import layout
 from demo.launch import serve as launch
 from tempo import cli

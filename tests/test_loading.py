@@ -10,8 +10,8 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 import tempo
-from tempo.model import loading
 from tempo.errors import ModelError
+from tempo.model import loading
 
 BASE = "base/tiny-qwen3-vl"
 

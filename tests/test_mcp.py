@@ -14,12 +14,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from appserver import load_app_model, serve
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 from mcp import ClientSession
 from mcp.client.streamable_http import streamablehttp_client
 
-from appserver import load_app_model, serve
 from demo import handover
 from tempo.config import Limits
 from tempo.errors import InputError

@@ -22,11 +22,11 @@ from hypothesis import strategies as st
 
 from tempo.allocation import STRATEGIES, TRUNCATIONS, allocate, check_budget, reduce_memory
 from tempo.config import AllocationConfig, GenerationConfig, Limits, RunConfig, SamplingConfig, setting_named
+from tempo.engine import check_question
 from tempo.errors import InputError, VideoError
 from tempo.model import CheckpointSpec
 from tempo.model.prompts import compressor_prompt_ids, decoder_prompt_ids, frame_group_times, time_tag
 from tempo.model.tokenizer import TextTokenizer
-from tempo.engine import check_question
 from tempo.video import VideoInfo, keyframe_plan, sample_frame_indices, segment_ranges, uniform_plan
 from tempo.video.stream import segment_stream
 
@@ -76,7 +76,7 @@ def test_uniform_plan_is_consistent(drawn):
     assert math.isfinite(plan.real_fps) and plan.real_fps > 0
     assert all(0 <= t < info.duration + 1e-9 for t in plan.frame_times)
     spans = [plan.span(i) for i in range(len(plan.segments))]
-    for (start, end), window in zip(spans, plan.segments):
+    for start, end in spans:
         assert 0 <= start <= end <= info.duration * (1 + 1e-9)
     for (_, end), (start, _) in zip(spans, spans[1:]):  # segments tile the video, in order
         assert start == pytest.approx(end, rel=1e-9, abs=1e-9)

@@ -8,10 +8,10 @@ import json
 import numpy as np
 import pytest
 
+from tempo.events import AllocationDone, AnswerToken, Finished, Segment, SegmentCompressed, VideoProbed
 from tempo.render import export, timeline
-from tempo.times import clock
 from tempo.render.progress import RunProgress, key_frames, run_stats
-from tempo.events import AllocationDone, AnswerToken, Finished, SegmentCompressed, Segment, VideoProbed
+from tempo.times import clock
 
 PROBED = VideoProbed("v.mp4", 20.0, 25.0, 500, 64, 48, 40, 2.0, 5, "pyav")
 RELEVANCE = [0.2, 0.9, 0.5, 0.9, 0.1]
@@ -155,7 +155,6 @@ def test_the_live_and_the_finished_timeline_come_from_one_function(monkeypatch):
 
 
 def test_a_short_evidence_band_stays_visible_and_the_answers_time_is_marked():
-    events = stream()
     hour = timeline.timeline_figure(drawn(RELEVANCE, 3600.0, TOKENS, "At 100.5 seconds."), evidence=[(100.0, 101.0)])
     (x0, x1), = {(shape.x0, shape.x1) for shape in hour.layout.shapes if shape.type == "rect"}
     assert x1 - x0 >= 3600 * timeline.EVIDENCE_MIN_SHARE - 1e-9 and x0 < 100.5 < x1

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from resize_vectors import source
+
 from tempo.video import resample
 from tests.conftest import ROOT
 

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from appserver import ROOT, free_port, load_app_model, serve
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
+from media import MEDIA
 
 import tempo
-from appserver import ROOT, free_port, load_app_model, serve
 from demo.launch import serve as launch
-from media import MEDIA
 from tempo import cli
 
 QUESTION = "What moves across the screen?"

@@ -7,11 +7,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tempo.synthetic.world import event_seconds
-from tempo.synthetic import (COLOURS, Question, all_questions, generate_video, is_correct, make_questions,
-                             named_seconds, names_time_outside, occurrences, segment_relevance, sprite,
-                             temporal_iou, temporal_questions, write_mp4)
+from tempo.synthetic import (
+    COLOURS,
+    Question,
+    all_questions,
+    generate_video,
+    is_correct,
+    make_questions,
+    named_seconds,
+    names_time_outside,
+    occurrences,
+    segment_relevance,
+    sprite,
+    temporal_iou,
+    temporal_questions,
+    write_mp4,
+)
 from tempo.synthetic.__main__ import main
+from tempo.synthetic.world import event_seconds
 
 seeds = st.integers(0, 2**32 - 1)
 durations = st.one_of(st.none(), st.floats(20, 3600))

@@ -13,8 +13,18 @@ import tempo
 from tempo.synthetic import KINDS, all_questions, generate_video
 from tempo.train import data
 from tempo.train.compose import Composed, PoolItem
-from tempo.train.compose_long import (GLOBAL_MARGIN, NEIGHBOURS, GlobalComposer, GlobalItem, OwnVideo, VideoTags,
-                                      global_answer, kind_counts, kept_segments, video_tags)
+from tempo.train.compose_long import (
+    GLOBAL_MARGIN,
+    NEIGHBOURS,
+    GlobalComposer,
+    GlobalItem,
+    OwnVideo,
+    VideoTags,
+    global_answer,
+    kept_segments,
+    kind_counts,
+    video_tags,
+)
 from tempo.train.grow import decoder_layers, grown, layer_sources
 from tempo.train.recipe import Recipe
 from tempo.train.staged import run_stage

@@ -9,13 +9,13 @@ import torch
 from safetensors.torch import load_file
 
 import tempo
-from tempo.video.patches import model_frames, patchify
 from tempo.synthetic import COLOURS, KINDS, generate_video
 from tempo.train import data
 from tempo.train.base import BaseExamples, shape_patch_filters
 from tempo.train.curriculum import train
-from tempo.train.recipe import Recipe
 from tempo.train.paper import training_allocation
+from tempo.train.recipe import Recipe
+from tempo.video.patches import model_frames, patchify
 
 K_MAX = 32
 

@@ -4,8 +4,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tempo.errors import VideoError
-from tempo.video.patches import fit_long_edge
 from tempo.video import VideoInfo, open_video, sample_frame_indices, sampled_fps, segment_ranges
+from tempo.video.patches import fit_long_edge
 
 
 @settings(max_examples=300, deadline=None)

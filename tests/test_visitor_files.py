@@ -13,13 +13,13 @@ from pathlib import Path
 
 import av
 import pytest
+from appserver import ROOT, load_app_model, serve
 from gradio.utils import get_upload_folder
 from gradio_client import Client, handle_file
 from gradio_client.client import Endpoint
 from gradio_client.exceptions import AppError
 
 import tempo
-from appserver import ROOT, load_app_model, serve
 from demo import html, preview
 from demo.server import NOT_UPLOADED, Server
 

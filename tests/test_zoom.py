@@ -9,8 +9,7 @@ import pytest
 
 import tempo
 from tempo.config import RunConfig, SamplingConfig, Zoom
-from tempo.engine.zoom import (asks_order, coarse_to_fine, moment_of, peaks, reason_to_zoom,
-                               zoomable)
+from tempo.engine.zoom import asks_order, coarse_to_fine, moment_of, peaks, reason_to_zoom, zoomable
 from tempo.events import Compressed, Compression, Finished, SegmentCompressed, VideoProbed, Zoomed
 from tempo.video import SamplingPlan
 from tests.conftest import ROOT

@@ -14,8 +14,14 @@ import numpy as np
 
 import tempo
 from tempo.synthetic import generate_video
-from tempo.train.compose import (Composer, build_pool, evaluation_allocation, top_choices, train_composed,
-                                 when_within_tolerance)
+from tempo.train.compose import (
+    Composer,
+    build_pool,
+    evaluation_allocation,
+    top_choices,
+    train_composed,
+    when_within_tolerance,
+)
 from tempo.train.recipe import TRAINING_SEEDS
 
 

@@ -21,12 +21,12 @@ import numpy as np
 import torch
 
 import tempo
+from tempo.model import build_model
 from tempo.synthetic import generate_video
 from tempo.train.compose import Composer, build_pool, evaluation_allocation, train_composed, when_within_tolerance
+from tempo.train.paper import answer_loss
 from tempo.train.recipe import TRAINING_SEEDS
 from tempo.train.state import load_state
-from tempo.train.paper import answer_loss
-from tempo.model import build_model
 
 log = logging.getLogger("decoder_cost")
 EXAMPLE = ("examples/synthetic-900002-10min.mp4", "When does the yellow star appear?")

@@ -12,19 +12,19 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 import torch
 from tqdm import tqdm
 
 from ..config import CLI, Limits, RunConfig, settings
+from ..engine import VideoCache, answer
 from ..errors import InputError, TempoError
 from ..events import Finished
 from ..model import TempoModel, from_pretrained
 from ..model.modeling import DTYPES
-from ..engine import VideoCache, answer
 from . import missing_extra
 
 try:

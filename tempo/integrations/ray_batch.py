@@ -12,17 +12,18 @@ import json
 import logging
 import os
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Iterator, Mapping, TextIO
+from typing import TextIO
 
 from ..batch import BatchJob, JobError, Jobs, Summary, answer_job, record, resume
-from ..render.terminal import ProgressLine
-from ..engine import VideoCache
 from ..config import RunConfig
+from ..engine import VideoCache
 from ..errors import InputError, TempoError
 from ..model import from_pretrained
+from ..render.terminal import ProgressLine
 from . import require
 
 log = logging.getLogger(__name__)

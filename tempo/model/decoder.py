@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 import re
-from typing import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 from torch import nn

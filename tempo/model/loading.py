@@ -14,9 +14,9 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 import torch
 from safetensors import safe_open

@@ -11,20 +11,20 @@ import json
 import logging
 import os
 import time
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 from safetensors.torch import save_file
 from transformers import Qwen3Config, Qwen3VLConfig
 from transformers.initialization import no_init_weights
 
-from . import loading
 from ..allocation import reduce_memory
+from ..errors import InputError
+from ..video.patches import PatchGeometry
+from . import loading
 from .compressor import LocalCompressor
 from .decoder import GlobalDecoder
-from ..errors import InputError
 from .loading import CheckpointSpec
-from ..video.patches import PatchGeometry
 from .prompts import Exchange, decoder_prompt_ids, time_tag
 from .tokenizer import TextTokenizer
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from tokenizers import Tokenizer
 from tokenizers.decoders import DecodeStream

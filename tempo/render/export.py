@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from ..events import Finished
 from .progress import RunProgress

@@ -4,14 +4,24 @@ report), and the numbers and key frames that sum it up."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Sequence
 
 import numpy as np
 
-from ..events import (AllocationDone, AnswerToken, Compressed, Event, Finished, Segment, SegmentCompressed,
-                      SegmentRead, VideoProbed, Zoomed)
+from ..events import (
+    AllocationDone,
+    AnswerToken,
+    Compressed,
+    Event,
+    Finished,
+    Segment,
+    SegmentCompressed,
+    SegmentRead,
+    VideoProbed,
+    Zoomed,
+)
 from ..times import clock, span
 
 KEY_FRAMES = 6  # thumbnails of the segments that kept the most tokens, on the page and in reports

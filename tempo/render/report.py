@@ -12,20 +12,20 @@ import html
 import io
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
-from plotly.offline import get_plotlyjs
 from PIL import Image
+from plotly.offline import get_plotlyjs
 
 from ..events import Segment
+from ..times import clock, span
 from .progress import RunProgress, key_frames, run_stats
 from .style import FONT, GUIDE, KEPT_RGB, MUTED_TEXT, SQUEEZED_RGB
-from ..times import clock, span
 from .text import answer_text, timings_text
 from .timeline import timeline_figure
 

@@ -4,7 +4,8 @@ allocations of one compression side by side; and a budget sweep."""
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots

@@ -6,9 +6,9 @@ import dataclasses
 import logging
 import math
 from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property
-from typing import Sequence
 
 import numpy as np
 

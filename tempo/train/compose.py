@@ -13,8 +13,8 @@ then mixes in real pairs on long videos: global questions, and inputs that are n
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import torch

@@ -23,8 +23,8 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 import numpy as np
 import torch
@@ -38,8 +38,8 @@ from ..synthetic import SyntheticVideo, generate_video
 from . import data
 from .base import pretrain_base, relevance_accuracy, shape_accuracy, shape_heads, shape_patch_filters
 from .loop import use_linear_patch_embed
-from .recipe import TRAINING_SEEDS, Recipe
 from .paper import align_captions, train_answers, train_decoder_long
+from .recipe import TRAINING_SEEDS, Recipe
 from .tiny import train_tokenizer, write_skeleton
 
 log = logging.getLogger(__name__)

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Iterator
+from functools import partial
 
 import numpy as np
 import torch
 
-from ..model.compressor import LocalCompressor, VisionFeatures
-from ..video.patches import PatchGeometry, model_frames, normalize, patchify
 from ..config import SamplingConfig
+from ..model.compressor import LocalCompressor, VisionFeatures
 from ..model.prompts import DECODER_SYSTEM_PROMPT, ROUTING_SYSTEM_PROMPT, time_tag
 from ..synthetic import COLOURS, KINDS, Event, Question, SyntheticVideo, make_questions, occurrences
 from ..video import SamplingPlan, VideoInfo, uniform_plan
+from ..video.patches import PatchGeometry, model_frames, normalize, patchify
 
 NATIVE_FPS = 4.0  # the rate the example mp4s are written at: sampling is emulated on it
 SEGMENT_FRAMES = 8
@@ -160,7 +161,7 @@ def encode_videos(compressor: LocalCompressor, videos: list[SyntheticVideo], max
     with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
         for video in videos:
             plan = plan_video(video, max_frames)
-            rendered = pool.map(lambda i: segment_pixels(video, plan, i, geometry), range(len(plan.segments)))
+            rendered = pool.map(partial(segment_pixels, video, plan, geometry=geometry), range(len(plan.segments)))
             features = _vision_features(compressor, rendered, geometry, batch)
             encoded.append(EncodedVideo(video, plan, make_questions(video, rng), features))
     return encoded

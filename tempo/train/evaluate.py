@@ -22,22 +22,31 @@ import os
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
 from .. import allocation
-from ..config import AllocationConfig, GenerationConfig, RunConfig, Zoom
-from ..errors import InputError
-from ..events import Finished
-from ..render.figures import write_sweep_figure
-from ..model import TempoModel, from_pretrained
 from ..analysis import allocation_shape
+from ..config import AllocationConfig, GenerationConfig, RunConfig, Zoom
 from ..engine import compress, reanswer
-from ..events import Compression
-from ..synthetic import (ALL_FAMILIES, FAMILIES, TIMED_FAMILIES, Question, all_questions, generate_video, is_correct,
-                        names_time_outside, segment_relevance, write_mp4)
+from ..errors import InputError
+from ..events import Compression, Finished
+from ..model import TempoModel, from_pretrained
+from ..render.figures import write_sweep_figure
+from ..synthetic import (
+    ALL_FAMILIES,
+    FAMILIES,
+    TIMED_FAMILIES,
+    Question,
+    all_questions,
+    generate_video,
+    is_correct,
+    names_time_outside,
+    segment_relevance,
+    write_mp4,
+)
 from .eval_tables import format_margins, format_table, print_report  # noqa: F401 (format_* are read from here)
 from .eval_zoom import ZOOMS, zoom_record, zoom_report, zoomed_answer
 from .recipe import TRAINING_SEEDS

@@ -9,8 +9,8 @@ softmax over their relevance logits whose target is the evidence. A pointwise Ye
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import torch

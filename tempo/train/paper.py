@@ -5,7 +5,7 @@ Tempo-Tiny's numbered stages)."""
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch

@@ -75,7 +75,7 @@ class Recipe:
     blend_layers: tuple[int, ...] = (3, 3, 3)  # the decoder's layers (`grow`); v4 planned 6 for stage 8, v5 spends
     # it on interval and order instead (3 layers were ahead at equal CPU time: experiments/tiny-v4)
 
-    def scaled(self, factor: float) -> "Recipe":
+    def scaled(self, factor: float) -> Recipe:
         """The same recipe with `factor` times the videos and steps (for quick trial runs)."""
         counts = ("short_videos", "base_videos", "medium_videos", "long_videos", "held_out_videos", "clip_steps",
                   "base_steps", "caption_steps", "align_steps", "joint_steps", "longer_steps", "long_steps",
