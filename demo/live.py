@@ -168,8 +168,9 @@ def named(handler: Callable, server: Server, outputs: dict) -> Callable:
                 raise refusal(exc) from None
     # Gradio passes the request where the signature names a gr.Request: after the event's inputs.
     inputs = [p for p in list(inspect.signature(handler).parameters.values())[1:] if p.kind == p.POSITIONAL_OR_KEYWORD]
-    fn.__signature__ = inspect.Signature([p.replace(annotation=inspect.Parameter.empty) for p in inputs] + [
+    signature = inspect.Signature([p.replace(annotation=inspect.Parameter.empty) for p in inputs] + [
         inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=gr.Request)])
+    fn.__signature__ = signature  # type: ignore[attr-defined]
     fn.__name__, fn.__doc__, fn.__annotations__ = handler.__name__, handler.__doc__, {"request": gr.Request}
     return fn
 
@@ -184,7 +185,7 @@ def updates(view: View, note: str = "") -> Updates:
 
 def kind_changed(server: Server, kind: str, seed: object, *, owner: str) -> Updates:
     """The source's own control shown; the synthetic world suggests its question."""
-    shown = {"cam": gr.Image(visible=kind == "camera"), "url": gr.Textbox(visible=kind == "url"),
+    shown: Updates = {"cam": gr.Image(visible=kind == "camera"), "url": gr.Textbox(visible=kind == "url"),
              "upload": gr.File(visible=kind == "file"), "seed": gr.Number(visible=kind == "synthetic")}
     if kind == "synthetic" and synthetic_allowed(server):
         shown["question"] = synthetic_source(checked_seed(seed)).suggestion

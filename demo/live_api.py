@@ -8,6 +8,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 from urllib.parse import urlsplit
 from weakref import WeakKeyDictionary
 
@@ -106,7 +107,9 @@ def watch(server: Server, stream: str, question: str, threshold: float | None = 
         raise InputError(f"minutes must be a positive number (got {minutes!r}).")
     owner = "api-" + uuid.uuid4().hex
     watching = begin(server, owner, named_source(server, stream), question, threshold)
-    started_at, alerts = time.time(), []
+    started_at = time.time()
+    alerts: list[dict] = []
+    result: dict[str, Any] = {}
     try:
         for event in followed(watching):
             if isinstance(event, WatchStarted):

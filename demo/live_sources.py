@@ -55,7 +55,7 @@ def stream_address(host: str, lab: bool) -> str | None:
         infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError):
         raise InputError(f"The stream's host {host!r} could not be found.") from None
-    addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+    addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
     if lab and addresses and all(any(a in net for net in LAB_NETWORKS) for a in addresses):
         return str(addresses[0])
     allow = "" if on_a_space() else f" (its owner can allow cameras on this machine's own network: {LAB_SETTING})"

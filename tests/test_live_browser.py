@@ -80,7 +80,7 @@ def test_a_standing_question_over_the_camera_alerts_within_two_segments_of_the_e
     alert.click()
     page.wait_for_function("() => document.querySelector('#tempo-live-replay video')?.src", timeout=60_000)
     assert "the moment at" in page.locator("#tempo-live-replay").inner_text()
-    page.locator("#tempo-live-ask textarea").fill(QUESTION)
+    page.locator("#tempo-live-ask").locator("input, textarea").first.fill(QUESTION)
     page.locator("#tempo-live-ask-button").click()
     page.locator("#tempo-live-chat .tempo-meta").get_by_text("of the stream").wait_for(timeout=60_000)
     page.locator("#tempo-live-stop").click()

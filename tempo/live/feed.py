@@ -10,6 +10,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from .errors import StreamError
 
 log = logging.getLogger(__name__)
 
-Frame = object  # np.ndarray (RGB, [H, W, 3] uint8) or anything with PyAV's `to_ndarray(format="rgb24")`
+Frame = Any  # np.ndarray (RGB, [H, W, 3] uint8) or anything with PyAV's `to_ndarray(format="rgb24")`
 QUEUE_FRAMES = 64  # sampled frames waiting for the compressor (32 s at 2 fps); the oldest leave when it is full
 JOIN_S = 5.0
 POLL_S = 0.25  # how often a waiting watch looks at its stop signal
@@ -62,9 +63,12 @@ class Sampler:
         if self.origin is None or previous is not None and t - previous[0] > self.hold_s:
             self.origin, self.ticks = t, 0
         sampled = []
-        while (tick := self.origin + self.ticks * self.step) <= t + 1e-9:
-            nearer_before = previous is not None and tick - previous[0] < t - tick and previous[0] >= self.origin
-            sampled.append((tick, previous[1] if nearer_before else frame))
+        origin = self.origin
+        while (tick := origin + self.ticks * self.step) <= t + 1e-9:
+            if previous is not None and tick - previous[0] < t - tick and previous[0] >= origin:
+                sampled.append((tick, previous[1]))  # the frame before the tick is the nearer
+            else:
+                sampled.append((tick, frame))
             self.ticks += 1
         self.previous = (t, frame)
         return sampled
@@ -99,9 +103,10 @@ class Feed:
                 if self.stop.is_set() or self.halt.is_set():
                     return
                 if first is None:
-                    first, self.origin = t, self.clock()
+                    first, origin = t, self.clock()
+                    self.origin = origin
                 at = (t - first) / self.speed
-                if self.paced and self.stop.wait(max(0.0, self.origin + at - self.clock())):
+                if self.paced and self.stop.wait(max(0.0, origin + at - self.clock())):
                     return
                 for tick, chosen in self.sampler.add(at, frame):
                     self._put((tick, self.convert(chosen)))

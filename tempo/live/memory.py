@@ -110,8 +110,8 @@ class Replay:
         """The buffer's frames from `start` to `end` (stream seconds), decoded to RGB."""
         with self.lock:
             chosen = [(t, jpeg) for t, jpeg in self.frames if start <= t <= end]
-        return [(t, cv2.cvtColor(cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB))
-                for t, jpeg in chosen]
+        decoded = [(t, cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR)) for t, jpeg in chosen]
+        return [(t, cv2.cvtColor(image, cv2.COLOR_BGR2RGB)) for t, image in decoded if image is not None]
 
     def clip(self, path: str | os.PathLike, start: float, end: float, fps: float) -> tuple[float, float]:
         """The buffer from `start` to `end` written as an H.264 mp4 at `fps` (what browsers play); returns the

@@ -4,9 +4,10 @@ never-ending synthetic world (`world`). Network streams are in `network`."""
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import IO
 
 import av
 
@@ -51,7 +52,7 @@ def file_frames(path: str | os.PathLike) -> Iterator[tuple[float, av.VideoFrame]
         yield from decoded(container, name=os.path.basename(path))
 
 
-def stream_frames(stream: BinaryIO, format: str | None = None, offset: float = 0.0,
+def stream_frames(stream: IO[bytes] | io.RawIOBase, format: str | None = None, offset: float = 0.0,
                   name: str = "The stream") -> Iterator[tuple[float, av.VideoFrame]]:
     """The frames of a container read from a file-like `stream` that need not seek (MPEG-TS, fragmented MP4,
     Matroska, MJPEG); `stream` is not closed here."""
@@ -61,4 +62,5 @@ def stream_frames(stream: BinaryIO, format: str | None = None, offset: float = 0
         raise StreamError(f"{name} is not a video this server can read ({exc.strerror or type(exc).__name__}).") \
             from None
     with container:
+        assert isinstance(container, av.container.InputContainer)  # opened for reading
         yield from decoded(container, offset, name)
