@@ -41,6 +41,7 @@ class Turn:
 
     @property
     def result(self) -> Finished:
+        assert self.progress.finished is not None  # a turn is a finished run
         return self.progress.finished
 
     # What the page shows of a turn, made once: a turn is shown again on selection and after every later one.
@@ -55,6 +56,7 @@ class Turn:
     @cached_property
     def filmstrip(self) -> str:
         allocation = self.progress.allocation
+        assert allocation is not None  # a finished run was allocated
         return filmstrip_html(self.progress.segments, allocation.k_min, allocation.k_max)
 
     @cached_property

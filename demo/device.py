@@ -19,6 +19,7 @@ import spaces
 from spaces.config import Config as SpacesConfig
 
 from tempo.engine import Job, execute, out_of_memory_as_error
+from tempo.events import Event
 from tempo.model import TempoModel
 
 from .refusals import refusal
@@ -121,7 +122,7 @@ def gpu_seconds(job: Job) -> int:
     return COST.reserved(job.to_compress, len(job.configs), tokens)
 
 
-def on_accelerator(model: TempoModel, job: Job) -> Iterator[object]:
+def on_accelerator(model: TempoModel, job: Job) -> Iterator[Event]:
     """The accelerator's half of `job`. Refusals become the visitor's message here, where they are raised."""
     try:
         with out_of_memory_as_error():
@@ -146,7 +147,7 @@ class Device:
     ZeroGPU worker), so the video is read before it is called and the cache keeps pixels; `concurrency` is how many
     requests may use the model at once."""
 
-    accelerate: Callable[[Job], Iterator[object]]
+    accelerate: Callable[[Job], Iterator[Event]]
     remote: bool
     concurrency: int = 1
 

@@ -150,8 +150,10 @@ def timeline(progress: RunProgress, evidence: tuple[tuple[float, float], ...]) -
 
 def turn_updates(conversation: Conversation) -> Updates:
     """The selected turn on the page: its timeline, chat mark, stats, filmstrip, key frames and expected answer."""
+    assert conversation.selected is not None  # a conversation with turns has one selected
     turn = conversation.turns[conversation.selected]
     progress = turn.progress
+    assert progress.allocation is not None  # a turn's run was allocated
     return {"timeline": turn.figure, "status": status_html(progress),
             "chat": messages(conversation), "conversation": conversation, "gallery": turn.key_frames,
             "stats": stats_html(turn.result, progress.allocation.context_truncated), "filmstrip": turn.filmstrip,
@@ -198,7 +200,7 @@ def compare_view(server: Server, video: object, question: str, **values: object)
     request = server.request(video, question, settings)
     comparison = server.compare(request, others)
     first, second = comparison.first, comparison.second
-    before, after = [s.tokens for s in first.segments], [s.tokens for s in second.segments]
+    before, after = [s.tokens or 0 for s in first.segments], [s.tokens or 0 for s in second.segments]  # allocated
     start, end = axis_of(second.video)
     changes = comparison_figure(second.segments, before, after, start=start, duration=end, k_max=second.k_max,
                                 labels=comparison.labels, highlight=comparison.most_changed)

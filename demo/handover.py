@@ -109,7 +109,7 @@ def public_address(host: str) -> str | None:
         infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError):
         raise InputError(f"The video's host {host!r} could not be found. {HOW}") from None
-    addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+    addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]  # an IP address: str
     if not addresses or not all(address.is_global for address in addresses):
         raise InputError(f"The video's host {host!r} is not a public internet address; this server does not fetch "
                          f"from local or private networks. {HOW}")

@@ -103,6 +103,7 @@ def status_html(progress: RunProgress, error: str | None = None) -> str:
         text = f"Reading the video · segment {done} of {total}, before the GPU is asked for"
     elif progress.status == Status.COMPRESSING and not done:
         probed = progress.probed
+        assert probed is not None  # compressing: probed (Status)
         guess = (f"about {progress.estimate:.0f} s here" if progress.estimate is not None
                  else "the first run here measures how long videos take")
         text = (f"{total} segments ({probed.sampled_frames:,} frames over {clock(probed.duration)}) · {guess} · "
@@ -112,11 +113,14 @@ def status_html(progress: RunProgress, error: str | None = None) -> str:
     elif progress.status == Status.COMPRESSING:
         reached = clock(progress.segments[-1].end if done else 0)
         eta = progress.eta()
+        assert progress.probed is not None  # compressing: probed (Status)
         text = (f"Compressing segment {done} of {total} · {reached} of {clock(progress.probed.duration)}"
                 + (f" · about {eta:.0f} s left" if eta is not None else ""))
     elif progress.status == Status.ANSWERING:
+        assert progress.allocation is not None  # answering: allocated (Status)
         text = f"Allocated {progress.allocation.tokens_used:,} of {progress.allocation.budget:,} tokens · answering…"
     else:
+        assert progress.finished is not None  # done: finished (Status)
         text = f"Done in {progress.finished.timings.get('total', 0.0):.1f} s" + (
             " · asked before, so the compression came from the cache" if progress.from_cache else "")
     if progress.zoom and progress.status != Status.DONE:
@@ -266,6 +270,7 @@ def key_frames_html(segments: Sequence[Segment]) -> str:
     """The segments that kept the most tokens, as their key frames, each playing the preview from its time."""
     cells = [seek(seconds, f"<img src='{data_uri(s.frame, KEY_FRAME_EDGE)}' alt=''>"
                            f"<span>{clock(seconds)} · {s.tokens} tokens</span>", "tempo-seek tempo-key")
-             for s in key_segments(segments) for seconds in [s.start if s.frame_time is None else s.frame_time]]
+             for s in key_segments(segments) if s.frame is not None  # key segments have frames
+             for seconds in [s.start if s.frame_time is None else s.frame_time]]
     return ("<div class='tempo-keys'><div class='caption'>Key frames: the segments that kept the most tokens</div>"
             f"<div class='row'>{''.join(cells)}</div></div>") if cells else ""

@@ -53,7 +53,7 @@ def tune_malloc() -> None:
             mallopt(option, value)
 
 
-def theme() -> gr.themes.Theme:
+def theme() -> gr.themes.Base:
     """System fonts only: the stock themes fetch web fonts, and the demo must work with no internet at all."""
     return gr.themes.Soft(primary_hue="indigo", secondary_hue="orange", neutral_hue="slate", font=list(FONTS),
                           font_mono=list(MONO_FONTS))

@@ -7,6 +7,7 @@ import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import gradio as gr
 
@@ -157,7 +158,7 @@ def connect(handler: Callable, server: Server, outputs: Outputs | None = None) -
     are kept for the API page."""
     bound = functools.partial(handler, server)
 
-    def ordered(updates: object) -> object:
+    def ordered(updates: Any) -> Any:  # the handler's named updates (a mapping) when `outputs` is given
         if outputs is None:
             return updates
         unknown = set(updates) - set(outputs)
@@ -174,7 +175,7 @@ def connect(handler: Callable, server: Server, outputs: Outputs | None = None) -
     else:
         def fn(*args, **kwargs):
             return ordered(bound(*args, **kwargs))
-    fn.__name__, fn.__doc__, fn.__signature__ = handler.__name__, handler.__doc__, inspect.signature(bound)
+    fn.__name__, fn.__doc__, fn.__signature__ = handler.__name__, handler.__doc__, inspect.signature(bound)  # type: ignore[attr-defined]  # typeshed: functions lack __signature__
     return fn
 
 
@@ -189,7 +190,7 @@ def wire(server: Server, inputs: Inputs, outputs: Outputs, pickers: Pickers, tab
     run_settings = ({name: inputs.settings[name] for name in names[:first_ranged]}
                     | {"every_token": inputs.every_token}
                     | {name: inputs.settings[name] for name in names[first_ranged:]})
-    private = dict(api_visibility="private", preprocess=False)
+    private: dict[str, Any] = dict(api_visibility="private", preprocess=False)
     fresh = {"preview": inputs.preview, "chat": outputs["chat"], "conversation": outputs["conversation"]}
     inputs.upload.change(connect(handlers.show_preview, server, fresh), inputs.upload, list(fresh.values()),
                          concurrency_id="preview", concurrency_limit=2, show_progress="minimal", **private)
@@ -201,7 +202,7 @@ def wire(server: Server, inputs: Inputs, outputs: Outputs, pickers: Pickers, tab
                   outputs=list(outputs.values()), api_name="analyze", concurrency_id="model", show_progress="hidden",
                   preprocess=False)
     closer = inputs.closer.click(connect(handlers.look_closer, server, outputs), [*video, pickers.moment],
-                                 inputs_kwargs=run_settings | {"conversation": outputs["conversation"]},
+                                 inputs_kwargs=run_settings | {"conversation": outputs["conversation"]},  # type: ignore[arg-type]  # gradio's dict is invariant
                                  outputs=list(outputs.values()), concurrency_id="model", show_progress="hidden",
                                  **private)
     inputs.cancel.click(connect(handlers.cancelled, server, {"status": outputs["status"]}), None, outputs["status"],
@@ -211,13 +212,13 @@ def wire(server: Server, inputs: Inputs, outputs: Outputs, pickers: Pickers, tab
     pickers.turn.change(connect(handlers.show_turn, server, turn), [outputs["conversation"], pickers.turn],
                         list(turn.values()), queue=False, **private)
     pickers.segment.change(connect(handlers.segment_view, server, tabs.segment), [*video, pickers.segment],
-                           list(tabs.segment.values()), inputs_kwargs=run_settings, concurrency_id="model",
+                           list(tabs.segment.values()), inputs_kwargs=run_settings, concurrency_id="model",  # type: ignore[arg-type]  # gradio's dict is invariant
                            **private)
     tabs.compare_button.click(connect(handlers.compare_view, server, tabs.compare), video,
-                              list(tabs.compare.values()), inputs_kwargs=inputs.settings | tabs.others,
+                              list(tabs.compare.values()), inputs_kwargs=inputs.settings | tabs.others,  # type: ignore[arg-type]  # gradio's dict is invariant
                               concurrency_id="model", **private)
     tabs.sweep_button.click(connect(handlers.sweep_view, server, tabs.sweep), video, list(tabs.sweep.values()),
-                            inputs_kwargs=inputs.settings, concurrency_id="model", **private)
+                            inputs_kwargs=inputs.settings, concurrency_id="model", **private)  # type: ignore[arg-type]  # gradio's dict is invariant
 
 
 def api_endpoints(server: Server, inputs: Inputs, tabs: Tabs) -> None:
@@ -226,7 +227,8 @@ def api_endpoints(server: Server, inputs: Inputs, tabs: Tabs) -> None:
     video = [inputs.upload, inputs.question]
     result, file = gr.JSON(visible=False), gr.File(visible=False)
     segment = dict(result=result, frames=gr.Gallery(visible=False))
-    endpoints = [(api.answer, "answer", inputs.settings, result),
+    endpoints: list[tuple[Callable, str, Outputs, gr.components.Component | Outputs]] = [
+                 (api.answer, "answer", inputs.settings, result),
                  (api.chat, "chat", inputs.settings | {"history": gr.JSON(visible=False)}, result),
                  (api.compare, "compare", inputs.settings | tabs.others, result),
                  (api.sweep, "sweep", inputs.settings, result),
@@ -236,11 +238,13 @@ def api_endpoints(server: Server, inputs: Inputs, tabs: Tabs) -> None:
     for endpoint, name, settings, outputs in endpoints:
         named = outputs if isinstance(outputs, dict) else None
         gr.Button(visible=False).click(not_a_tool(connect(endpoint, server, named)), video,
-                                       list(named.values()) if named else outputs, inputs_kwargs=settings,
+                                       list(outputs.values()) if isinstance(outputs, dict) else outputs,
+                                       inputs_kwargs=settings,  # type: ignore[arg-type]  # gradio's dict is invariant
                                        api_name=name, concurrency_id="model", preprocess=False)
-    watching = dict(threshold=gr.Number(None, visible=False), minutes=gr.Number(None, visible=False))
-    named = [gr.Textbox(visible=False), gr.Textbox(visible=False)]  # the stream and the question, as text
-    gr.Button(visible=False).click(not_a_tool(connect(live_api.watch, server)), named, result, inputs_kwargs=watching,
+    watching: dict[str, gr.blocks.Block] = dict(threshold=gr.Number(None, visible=False),
+                                                minutes=gr.Number(None, visible=False))
+    texts = [gr.Textbox(visible=False), gr.Textbox(visible=False)]  # the stream and the question, as text
+    gr.Button(visible=False).click(not_a_tool(connect(live_api.watch, server)), texts, result, inputs_kwargs=watching,
                                    api_name="watch", concurrency_id="live", preprocess=False)
 
 
@@ -248,7 +252,7 @@ def not_a_tool(fn: Callable) -> Callable:
     """`fn` left off the MCP tool list while its endpoint stays on the API page. Gradio lists every documented
     endpoint as a tool unless its function is marked as another MCP kind (`gradio.mcp`'s resources and prompts
     carry the same mark); the tools are `tool_endpoints`' two, with a reason for each (README, "MCP")."""
-    fn._mcp_type = "endpoint"
+    fn._mcp_type = "endpoint"  # type: ignore[attr-defined]  # a mark on the function that gradio.mcp reads
     return fn
 
 
@@ -257,15 +261,16 @@ def tool_endpoints(server: Server) -> None:
     hidden, JSON text out. Registered before the other endpoints, so that `answer` is the tool's name (Gradio
     numbers a name used twice, and /answer's function has it too)."""
     text = dict(video=gr.Textbox(visible=False), question=gr.Textbox(visible=False))
-    ranged = dict(start=gr.Textbox(visible=False), end=gr.Textbox(visible=False))
-    budget = dict(budget=gr.Number(None, visible=False, precision=0))
-    zoom = dict(zoom=gr.Textbox(visible=False))
+    ranged: dict[str, gr.blocks.Block] = dict(start=gr.Textbox(visible=False), end=gr.Textbox(visible=False))
+    budget: dict[str, gr.blocks.Block] = dict(budget=gr.Number(None, visible=False, precision=0))
+    zoom: dict[str, gr.blocks.Block] = dict(zoom=gr.Textbox(visible=False))
     for tool, name, settings in [(tools.answer, "answer_tool", budget | ranged | zoom),
                                  (tools.locate, "locate", ranged)]:
         gr.Button(visible=False).click(connect(tool, server), list(text.values()), gr.Textbox(visible=False),
                                        inputs_kwargs=settings, api_name=name, concurrency_id="model",
                                        preprocess=False)
-    waiting = dict(timeout=gr.Number(None, visible=False), threshold=gr.Number(None, visible=False))
+    waiting: dict[str, gr.blocks.Block] = dict(timeout=gr.Number(None, visible=False),
+                                               threshold=gr.Number(None, visible=False))
     gr.Button(visible=False).click(connect(tools.wait_for, server), list(text.values()), gr.Textbox(visible=False),
                                    inputs_kwargs=waiting, api_name="wait_for", concurrency_id="live", preprocess=False)
 

@@ -10,9 +10,10 @@ import contextlib
 import json
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gradio.utils import get_upload_folder
 
@@ -150,7 +151,7 @@ class Server:
         """The file a request names, if it is one this server may open: an upload or an example, after resolving
         symlinks. Anything else gets one message, whether or not the path exists, so nothing about the server's
         files leaks out."""
-        path = payload.get("path") if isinstance(payload, dict) else payload
+        path: Any = payload.get("path") if isinstance(payload, dict) else payload  # os.fspath refuses a non-path
         if not path:
             raise InputError("Please upload a video (or pick an example) first.")
         try:
@@ -184,7 +185,7 @@ class Server:
 
     # ---------------------------------------------------------------------------------------------- the work
 
-    def run(self, request: Request, configs: Configs | None = None) -> Iterator[Event]:
+    def run(self, request: Request, configs: Configs | None = None) -> Generator[Event, None, None]:
         """`request` through the model: its events (`Compressed` among them), one answer per config in `configs`
         (default: the request's own)."""
         configs = (request.config,) if configs is None else configs
@@ -199,7 +200,7 @@ class Server:
         """The request's allocation and another (`others`: the compared settings' values) of one compression."""
         other = request.config.with_settings(others, self.model.spec)
         first, second = results(self.run(request, (request.config, other)))
-        before, after = [s.tokens for s in first.segments], [s.tokens for s in second.segments]
+        before, after = [s.tokens or 0 for s in first.segments], [s.tokens or 0 for s in second.segments]  # allocated
         return Comparison(first, second, (label(request.config, first.budget), label(other, second.budget)),
                           analysis.token_changes(before, after), analysis.most_changed(before, after, MOST_CHANGED))
 

@@ -4,6 +4,7 @@ a yes/no, a choice for a list. The API's parameters are these controls, named af
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import gradio as gr
 
@@ -15,14 +16,15 @@ OTHER = "other_"  # a comparison's other side: other_strategy, other_budget, ...
 OTHER_DEFAULTS = {"strategy": "uniform"}  # ATA against a uniform share: the paper's comparison
 
 
-def control(setting: Setting, spec: CheckpointSpec, place: str | None = None, **overrides) -> gr.components.Component:
+def control(setting: Setting, spec: CheckpointSpec, place: str | None = None,
+            **overrides: Any) -> gr.components.Component:
     """The widget for `setting`, with the range and default it has for this checkpoint (and `place`, where the
     model runs: a default of its own there is said to be one to raise)."""
     value = setting.default(spec, place)
     info = setting.help
-    if setting.where is not None and place in setting.where:
+    if setting.where is not None and place is not None and place in setting.where:
         info = f"{setting.help}; {value} to start with {PLACES[place]}: raise it for more"
-    options = dict(label=setting.label, info=info, value=value) | overrides
+    options: dict[str, Any] = dict(label=setting.label, info=info, value=value) | overrides
     if setting.kind is bool:
         return gr.Checkbox(**options)
     if setting.clock:

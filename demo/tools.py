@@ -32,6 +32,7 @@ def for_agents(*settings: str) -> Callable[[Callable], Callable]:
     def described(tool: Callable) -> Callable:
         lines = [f"video: {VIDEO}", f"question: {QUESTION}"]
         lines += [f"{name}: optional; {setting_named(name).describe()}" for name in settings]
+        assert tool.__doc__ is not None  # every tool has its docstring
         tool.__doc__ = inspect.cleandoc(tool.__doc__) + "\n\nArgs:\n" + "".join(f"    {line}\n" for line in lines)
         return tool
     return described

@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from enum import Enum
+from typing import overload
 
 import torch
 
@@ -50,7 +51,11 @@ def check_budget(num_segments: int, budget: int, strategy: str = "ata", segment_
                      f"{num_segments} segments. {advice}")
 
 
-def scaled_relevance(relevance: Sequence[float | None]) -> list[float | None]:
+@overload
+def scaled_relevance(relevance: Sequence[float]) -> list[float]: ...
+@overload
+def scaled_relevance(relevance: Sequence[float | None]) -> list[float | None]: ...
+def scaled_relevance(relevance: Sequence[float | None]) -> list[float] | list[float | None]:
     """ATA's s_hat for display: min-max scaled to [0, 1] over the scores given, 1 for all when they are flat
     (ATA then splits evenly); None stays None."""
     known = [r for r in relevance if r is not None]

@@ -85,7 +85,7 @@ def most_relevant(segments: Sequence[Segment], count: int = 3) -> list[Segment]:
     """Where the compressor looked: the `count` segments it scored most relevant, most relevant first (ties go to
     the earlier segment). This is its own localisation, independent of what the decoder then says."""
     scored = [s for s in segments if s.relevance is not None]
-    return sorted(scored, key=lambda s: (-s.relevance, s.index))[:count]
+    return sorted(scored, key=lambda s: (-(s.relevance or 0.0), s.index))[:count]  # scored: not None
 
 
 def relevance_ranks(relevance: list[float]) -> list[int]:

@@ -84,6 +84,7 @@ def read_jobs(path: str | os.PathLike) -> Jobs:
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
+        job: BatchJob | JobError
         try:
             job = parse_job(line, path.parent)
         except InputError as exc:
@@ -226,6 +227,7 @@ def answer_job(model: TempoModel, job: BatchJob, base: RunConfig, cache: VideoCa
         message = f"Unexpected {type(exc).__name__}: {exc}"
         return JobError(job.id, message).line(), "error: " + message
     result = progress.finished
+    assert result is not None  # run_job runs to the end
     if reports:
         write_report(Asked(progress), Path(reports, report_name(job.id)), model=model.spec.name)
     line = {"id": job.id, "video": job.video, "question": job.question, **job.extra, **result.to_dict()}

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from typing import TextIO
 
 from . import batch as batch_module
@@ -28,7 +29,7 @@ from .times import clock, span
 BAR = " ▁▂▃▄▅▆▇█"
 
 
-def sparkline(values: list[float]) -> str:
+def sparkline(values: Sequence[float]) -> str:
     """One character per value, scaled to the largest."""
     top = max(values, default=0) or 1
     return "".join(BAR[min(len(BAR) - 1, round(v / top * (len(BAR) - 1)))] for v in values)
@@ -139,6 +140,7 @@ def infer(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                       f"{event.num_segments} segments\n")
             progress = ProgressLine(err, event.num_segments, every=0.1)
         elif isinstance(event, SegmentCompressed):
+            assert progress is not None  # made on the VideoProbed that comes first
             segment_done(progress, event)
         elif isinstance(event, Zoomed):
             err.write(f"looking closer at {span(*event.window)} of {clock(event.video.duration, 1)}: "

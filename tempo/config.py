@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 from .allocation import STRATEGIES, TRUNCATIONS, Strategy
 from .errors import InputError
@@ -22,8 +22,11 @@ from .times import clock_said, clock_seconds, quoted
 class Checkpoint(Protocol):
     """What the settings' ranges and defaults depend on in a checkpoint (a loaded model's `spec` has it)."""
 
-    num_memory_tokens: int  # k_max
-    visual_token_budget: int
+    @property
+    def num_memory_tokens(self) -> int: ...  # k_max
+
+    @property
+    def visual_token_budget(self) -> int: ...
 
 
 class Zoom(str, Enum):
@@ -140,7 +143,9 @@ class Limits:
             max_frame_pixels=int(positive("TEMPO_MAX_FRAME_MEGAPIXELS", default.max_frame_pixels / 1e6) * 1e6),
             decode_memory_bytes=int(positive("TEMPO_DECODE_MEMORY_MB", default.decode_memory_bytes / 2**20) * 2**20),
             decode_stall_s=positive("TEMPO_DECODE_STALL_S", default.decode_stall_s),
-            **{setting.name: setting.from_env(getattr(default, setting.name)) for setting in settings(SERVER)},
+            # keyword arguments: each SERVER setting's value, checked against its row (a value of its field's type)
+            **cast("dict[str, Any]", {setting.name: setting.from_env(getattr(default, setting.name))
+                                      for setting in settings(SERVER)}),
         )
 
 
@@ -175,7 +180,7 @@ class RunConfig:
     def with_settings(self, values: Mapping[str, object], spec: Checkpoint | None = None) -> RunConfig:
         """This config with `values` (setting name: value, from a page, an API call, a command line or a job), each
         checked against the table; the one place a value from outside becomes part of a run."""
-        parts: dict[str, dict[str, object]] = {}
+        parts: dict[str, dict[str, Any]] = {}  # part: {field: checked value}, keyword arguments to replace()
         for name, value in values.items():
             setting = setting_named(name)
             parts.setdefault(setting.part, {})[name] = setting.check(value, spec)
@@ -227,16 +232,19 @@ class Setting:
         if value is None and self.checkpoint_default is not None and spec is not None:
             value = getattr(spec, self.checkpoint_default)
         if self.choices is None and self.kind in (int, float) and value is not None:
+            assert isinstance(value, (int, float))  # a number setting's field, place default or checkpoint attribute
             low, high = self.bounds(spec)
             value = min(max(value, low), high)
         return value
 
     def bounds(self, spec: Checkpoint | None = None) -> tuple[float, float]:
         """(minimum, maximum); a maximum named after a Checkpoint attribute is unbounded without `spec`."""
-        maximum = self.maximum
+        minimum, maximum = self.minimum, self.maximum
         if isinstance(maximum, str):
             maximum = getattr(spec, maximum) if spec is not None else math.inf
-        return self.minimum, maximum
+        if minimum is None or maximum is None:  # only the number settings have a range, and each has both ends
+            raise TypeError(f"The {self.name} setting has no range.")
+        return minimum, maximum
 
     def describe(self, spec: Checkpoint | None = None) -> str:
         """The help text with the range and the default, e.g. for a command line's --help."""

@@ -7,6 +7,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Generator, Iterable, Iterator
+from typing import cast
 
 import torch
 
@@ -44,7 +45,9 @@ def micro_batch(model: TempoModel, config: RunConfig) -> int:
     """Segments per compressor pass: the run's, else the settings table's default where the model runs."""
     if config.micro_batch is not None:
         return config.micro_batch
-    return int(setting_named("micro_batch").default(place=model.device.type))
+    default = setting_named("micro_batch").default(place=model.device.type)
+    assert isinstance(default, int)  # the table's defaults for a whole-number setting, in its range
+    return default
 
 
 def encode_batch(model: TempoModel, batch: list[PreparedSegment | EncodedSegment],
@@ -52,8 +55,8 @@ def encode_batch(model: TempoModel, batch: list[PreparedSegment | EncodedSegment
     """The vision tower over a micro-batch's pixels (the question-independent half of compression); segments that
     come with their vision features pass as they are."""
     pixels = [s for s in batch if isinstance(s, PreparedSegment)]
-    if not pixels:
-        return list(batch)
+    if not pixels:  # every one came with its vision features
+        return list(cast(list[EncodedSegment], batch))
     with timer.time("vision"), torch.inference_mode():
         # uint8 rows travel to the accelerator (a quarter of the float bytes) and are normalised there
         rows = torch.cat([s.pixel_rows for s in pixels]).to(model.device, non_blocking=True)  # [P, C*T*p*p] uint8

@@ -9,6 +9,7 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -42,7 +43,7 @@ class VideoEntry:
 
     probed: VideoProbed
     plan: SamplingPlan
-    segments: list[PreparedSegment | EncodedSegment]
+    segments: Sequence[PreparedSegment | EncodedSegment]
     compressions: OrderedDict[str, Compression] = field(default_factory=OrderedDict)  # by query, least recent first
 
     @property
@@ -104,6 +105,7 @@ class VideoCache:
             entry = self._entries.get(key)
             found = entry.compressions.get(query) if entry is not None else None
             if found is not None:
+                assert entry is not None  # found in it
                 entry.compressions.move_to_end(query)
             return found
 

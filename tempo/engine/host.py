@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -120,7 +120,7 @@ def opened(video: str | os.PathLike, config: RunConfig, cache: VideoCache, geome
 
 def serve(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig, configs: Configs,
           cache: VideoCache, accelerate: Accelerate | None = None, remote: bool = False,
-          history: Sequence[Exchange] = ()) -> Iterator[Event]:
+          history: Sequence[Exchange] = ()) -> Generator[Event, None, None]:
     """The host's half of a request (`config` and `question` already checked): `VideoProbed`, then the job's events
     as `accelerate` (default: `execute` here) yields them. `configs`: the allocations to answer under, or a function
     of the probe giving them. One `Compressed` always comes before the answers, and what it holds is kept in
@@ -153,7 +153,7 @@ def serve_once(model: TempoModel, video: str | os.PathLike, question: str, confi
             check_budget(source.probed.num_segments, effective_budget(model, answer_config),
                          answer_config.allocation.strategy, config.sampling.segment_frames)
         make_job = partial(Job, query, source.probed, source.plan, config, chosen, timer, dialogue=dialogue)
-        known = cache.compression(source.key, query) if source.cached is not None else None
+        known = cache.compression(source.key, query) if source.cached is not None and source.key is not None else None
         if known is not None:
             yield from replayed(source, known, make_job(compression=known), accelerate)
         elif source.cached is not None:
@@ -178,6 +178,7 @@ def replayed(source: Source, compression: Compression, job: Job, accelerate: Acc
     """Asked before: the compression replays from the cache (`Compressed` says so first, then each segment as
     it was), and the accelerator only answers, if there is anything to answer."""
     yield Compressed(compression, from_cache=True)  # a caller after the compression alone stops here
+    assert source.cached is not None  # a compression is only found in a cached video's entry
     for segment, score in zip(source.cached.segments, compression.relevance):
         yield SegmentCompressed(segment.index, *source.plan.span(segment.index), score, frame=segment.thumbnail,
                                 frame_time=frame_time(source.plan, segment), num_segments=source.probed.num_segments)
@@ -189,7 +190,7 @@ def from_cached_segments(source: Source, job: Job, accelerate: Accelerate, cache
     """A new question about a video the cache holds: its segments (pixels or vision features) go to the
     accelerator, and the compression that comes back joins them."""
     for event in accelerate(job):
-        if isinstance(event, Compressed):
+        if isinstance(event, Compressed) and source.key is not None:  # a video without a key is not cached
             cache.remember(source.key, event.compression)
         yield event
 
@@ -198,6 +199,7 @@ def read_then_sent(source: Source, make_job: Callable[..., Job], accelerate: Acc
                    cache: VideoCache) -> Iterator[Event]:
     """A new video for an accelerator in another process: every segment is read here first, its pixels cached,
     then sent."""
+    assert source.decoder is not None  # a video the cache lacks has been opened
     segments = yield from read_all(source.decoder.segments(), source.probed.num_segments)
     if source.key is not None:
         cache.put(source.key, VideoEntry(source.probed, source.plan, segments))
@@ -208,18 +210,20 @@ def decoded_here(source: Source, make_job: Callable[..., Job], accelerate: Accel
                  cache: VideoCache) -> Iterator[Event]:
     """A new video for an accelerator in this process: segments stream from the decoder as they are read, and
     their vision features come back with the compression to be cached with it, where they fit."""
+    assert source.decoder is not None  # a video the cache lacks has been opened
     keep = cache.max_bytes if source.key is not None else 0
     for event in accelerate(make_job(segments=source.decoder.segments(), keep_vision_bytes=keep)):
         if isinstance(event, Compressed) and event.vision is not None:
+            assert source.key is not None  # vision comes back only when kept: keep > 0
             compressions = OrderedDict({event.compression.query: event.compression})
             cache.put(source.key, VideoEntry(source.probed, source.plan, event.vision, compressions))
         yield event
 
 
-def read_all(segments: Iterable[PreparedSegment], total: int) -> Iterator[SegmentRead]:
+def read_all(segments: Iterable[PreparedSegment], total: int) -> Generator[SegmentRead, None, list[PreparedSegment]]:
     """Decode and preprocess every segment before the accelerator is asked for (a `SegmentRead` each); returns
     them as a list."""
-    read = []
+    read: list[PreparedSegment] = []
     for segment in segments:
         read.append(segment)
         yield SegmentRead(segment.index, total)
@@ -258,6 +262,7 @@ def reanswer(model: TempoModel, compression: Compression, config: RunConfig, que
     _, dialogue = conversation_turn(model, compression.query if question is None else question, history)
     with out_of_memory_as_error():
         *_, finished = respond(model, compression, config, Timer(), dialogue)
+    assert isinstance(finished, Finished)  # respond's last event
     return finished
 
 

@@ -95,6 +95,7 @@ def coarse_to_fine(serve: Serve, question: str, config: RunConfig, allocate: Cal
     if window is None:  # a question of order whose two moments lie further apart than a window
         yield from answered_again(serve, config)
         return
+    assert moment is not None  # the window is around it
     tokens = allocate(whole.relevance)
     segments = tuple(Segment(i, *whole.plan.span(i), score, k)
                      for i, (score, k) in enumerate(zip(whole.relevance, tokens)))

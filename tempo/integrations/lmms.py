@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 from tqdm import tqdm
@@ -32,6 +33,9 @@ try:
     from lmms_eval.api.model import lmms
 except ImportError as exc:
     raise missing_extra("lmms", exc) from exc
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
 
 LOAD_ARGS = ("pretrained", "base", "device", "dtype", "allocation_log")
 # Generation kwargs lmms-eval tasks set that mean something here; any other is named once in the log and ignored.
@@ -82,7 +86,7 @@ def check_batch_size(batch_size: object) -> None:
                      "micro_batch=N for segments per compressor pass, or `accelerate launch` for more processes.")
 
 
-def placement(device: str | None) -> tuple[str | None, object | None]:
+def placement(device: str | None) -> tuple[str | None, Accelerator | None]:
     """The device to load on, and the Accelerator when `accelerate launch` started several processes (each then
     takes its own GPU, or the CPU under `--cpu`)."""
     from accelerate import Accelerator
@@ -108,7 +112,7 @@ def request_config(base: RunConfig, kwargs: Mapping[str, object], model: TempoMo
     return base.with_settings(chosen, model.spec)
 
 
-def stop_strings(kwargs: Mapping[str, object]) -> tuple[str, ...]:
+def stop_strings(kwargs: Mapping[str, Any]) -> tuple[str, ...]:
     """The task's `until`: one string or a list."""
     until = kwargs.get("until") or ()
     return (until,) if isinstance(until, str) else tuple(until)
@@ -182,6 +186,7 @@ class Tempo(lmms):
                task: str, split: str) -> list[str]:
         """One multi-round request: answer, then ask doc_to_text for the next round's video and question."""
         doc = self.task_dict[task][split][doc_id]
+        answers: list[str]
         visuals, answers, info, round_index = doc_to_visual(doc), [], None, 0
         while True:
             if round_index:

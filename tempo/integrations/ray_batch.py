@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ..batch import BatchJob, JobError, Jobs, Summary, answer_job, record, resume
 from ..config import RunConfig
@@ -25,6 +25,9 @@ from ..errors import InputError, TempoError
 from ..model import from_pretrained
 from ..render.terminal import ProgressLine
 from . import require
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +58,7 @@ class Answerer:
         self.base, self.reports = base, reports
         self.cache = VideoCache()  # the jobs this actor gets about one video reuse its frames and features
 
-    def __call__(self, batch: Mapping[str, object]) -> dict[str, list[str]]:
+    def __call__(self, batch: Mapping[str, np.ndarray]) -> dict[str, list[str]]:  # Ray Data's numpy batch
         answered = [answer_job(self.model, BatchJob(**json.loads(text)), self.base, self.cache, self.reports)
                     for text in batch["job"]]
         return {"line": [json.dumps(line, ensure_ascii=False) for line, _ in answered],

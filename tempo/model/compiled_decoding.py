@@ -17,12 +17,16 @@ import logging
 import os
 import time
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 from transformers import Qwen3ForCausalLM
 
 from .static_decoding import ATTENTIONS, SPLIT, layer_step
+
+if TYPE_CHECKING:
+    from transformers.models.qwen3.modeling_qwen3 import Qwen3DecoderLayer
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +49,7 @@ def signature(lm: Qwen3ForCausalLM, attention: str) -> dict:
 class _Layer(nn.Module):
     """`layer_step` over one decoder layer, as a module that can be exported; its weights are named `block.*`."""
 
-    def __init__(self, block: nn.Module, attention: str):
+    def __init__(self, block: Qwen3DecoderLayer, attention: str):
         super().__init__()
         self.block, self.attention = block, attention
 
@@ -60,6 +64,7 @@ def example_inputs(lm: Qwen3ForCausalLM, pieces: int = 2) -> tuple[torch.Tensor,
     device, dtype = weight.device, weight.dtype
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     capacity = pieces * SPLIT
+    assert config.num_key_value_heads is not None  # Qwen3Config sets it (to num_attention_heads) where left out
     cache = (1, config.num_key_value_heads, capacity, head_dim)
     slot = torch.tensor([capacity // 2], device=device)
     return (torch.zeros(1, 1, config.hidden_size, device=device, dtype=dtype),

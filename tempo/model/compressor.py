@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import torch
 from torch import nn
-from transformers import Qwen3VLConfig
+from transformers import PreTrainedConfig, Qwen3VLConfig
 from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel
 
 from .vision_attention import stack_chunks
@@ -68,8 +68,12 @@ def rope_positions(prompt_ids: list[int], video_token_id: int, group_hw: tuple[i
 class LocalCompressor(nn.Module):
     """Qwen3-VL (vision tower + language model, no LM head) plus the learnable memory tokens."""
 
+    relevance_direction: torch.Tensor  # a buffer (registered below)
+
     def __init__(self, config: Qwen3VLConfig, num_memory_tokens: int):
         super().__init__()
+        # transformers types the sub-configs as its constructor takes them (a dict, or None); built, they are configs
+        assert isinstance(config.text_config, PreTrainedConfig) and isinstance(config.vision_config, PreTrainedConfig)
         self.vlm = Qwen3VLModel(config)
         self.vision_chunks = stack_chunks(self.vlm.visual)  # a micro-batch's frame pairs attended in one call
         self.compression_tokens = nn.Parameter(torch.empty(1, num_memory_tokens, config.text_config.hidden_size))

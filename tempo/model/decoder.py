@@ -6,6 +6,7 @@ import inspect
 import logging
 import re
 from collections.abc import Callable, Iterator, Sequence
+from typing import Protocol, cast
 
 import torch
 from torch import nn
@@ -30,6 +31,14 @@ def build_projector(projector_type: str, memory_width: int, hidden_size: int) ->
             layers += [nn.GELU(), nn.Linear(hidden_size, hidden_size)]
         return nn.Sequential(*layers)
     raise ModelError(f"Unsupported mm_projector_type {projector_type!r} (expected 'linear' or 'mlpNx_gelu').")
+
+
+class FilledLayer(Protocol):
+    """A prefilled attention layer of the decoder's cache (transformers types a cache's layers as any kind, and
+    their tensors as None until filled: a Qwen3 prefill's layers are all this)."""
+
+    keys: torch.Tensor
+    values: torch.Tensor
 
 
 LOOP_SPAN = 8  # the longest run of tokens the repetition guard watches
@@ -82,6 +91,7 @@ class GlobalDecoder(nn.Module):
 
     def embed(self, ids: list[int]) -> torch.Tensor:
         weight = self.lm.get_input_embeddings().weight
+        assert isinstance(weight, torch.Tensor)  # the embedding's (a module's attribute, to the type checker)
         return self.lm.get_input_embeddings()(torch.tensor(ids, dtype=torch.long, device=weight.device))
 
     def visual_sequence(self, memories: list[torch.Tensor], time_tags: list[list[int]]) -> torch.Tensor:
@@ -113,9 +123,10 @@ class GlobalDecoder(nn.Module):
         here on) where that is switched off or capturing fails, which is logged once."""
         if not self.cuda_graphs or room < 2:
             return None
+        layers = cast(list[FilledLayer], cache.layers)
         try:
-            return StaticDecoding(self.lm, [layer.keys for layer in cache.layers],
-                                  [layer.values for layer in cache.layers], room, graph=True, layers=self.compiled)
+            return StaticDecoding(self.lm, [layer.keys for layer in layers],
+                                  [layer.values for layer in layers], room, graph=True, layers=self.compiled)
         except RuntimeError as exc:  # a driver or torch that cannot capture: answers stay right, only slower
             log.warning("decoding without CUDA graphs (capturing the decoder's step failed: %s)", exc)
             self.cuda_graphs = False

@@ -11,11 +11,11 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import torch
 from safetensors.torch import save_file
-from transformers import Qwen3Config, Qwen3VLConfig
+from transformers import PreTrainedConfig, Qwen3Config, Qwen3VLConfig
 from transformers.initialization import no_init_weights
 
 from ..allocation import reduce_memory
@@ -60,7 +60,7 @@ class TempoModel(torch.nn.Module):
     def dtype(self) -> torch.dtype:
         return self.compressor.compression_tokens.dtype
 
-    def decoder_inputs(self, memories: Sequence[torch.Tensor], tokens: Sequence[int], truncation: str,
+    def decoder_inputs(self, memories: Iterable[torch.Tensor], tokens: Sequence[int], truncation: str,
                        question: str, tag_times: Sequence[float], context_length: int | None = None,
                        answer_ids: Sequence[int] = (), history: Sequence[Exchange] = ()) -> tuple[torch.Tensor, int]:
         """The decoder's input embeddings [S, d]: ChatML (with the earlier turns of `history`) around `<t seconds>` +
@@ -103,6 +103,7 @@ def build_model(checkpoint_dir: str, base_dir: str, name: str, device: torch.dev
     attention = loading.attention_implementation(device)
     base_config = Qwen3VLConfig.from_pretrained(base_dir)
     base_config._attn_implementation = attention
+    assert isinstance(base_config.text_config, PreTrainedConfig)  # built: a config (transformers' type: or a dict)
     decoder_keys = {k: v for k, v in config.items() if k not in ("architectures", "model_type", "rope_scaling")}
     decoder_config = Qwen3Config(**decoder_keys)
     decoder_config._attn_implementation = attention

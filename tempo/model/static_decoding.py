@@ -10,11 +10,16 @@ as the eager forward, with the KV cache written in place and attention masked to
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from transformers import Qwen3ForCausalLM
+
+if TYPE_CHECKING:
+    from transformers.models.qwen3.modeling_qwen3 import Qwen3DecoderLayer
 
 SPLIT = 256  # cache slots per piece of the "split" and "flash" attention; capacities are whole pieces
 ATTENTIONS = ("split", "fused", "flash", "flex")
@@ -82,7 +87,7 @@ def _flex(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, visible: to
     return out.reshape(1, kv, g, hd)
 
 
-def layer_step(block: torch.nn.Module, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+def layer_step(block: Qwen3DecoderLayer, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                slot: torch.Tensor, visible: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
                attention: str) -> torch.Tensor:
     """One token through one Qwen3 decoder layer (`block`): its key and value written at `slot` of the layer's
@@ -119,7 +124,7 @@ class StaticDecoding:
         self.lm, self.attention = lm, attention
         blocks = lm.model.layers
         self.layers: Sequence[LayerStep] = layers if layers is not None else [
-            lambda *tensors, block=block: layer_step(block, *tensors, attention) for block in blocks]
+            functools.partial(layer_step, block, attention=attention) for block in blocks]
         length = keys[0].shape[2]
         capacity = -(-(length + room) // SPLIT) * SPLIT  # whole pieces; the slots past the end stay masked
         shape = (1, keys[0].shape[1], capacity, keys[0].shape[3])
@@ -169,6 +174,7 @@ class StaticDecoding:
         self.token.fill_(token)
         if self.graph is not None:
             self.graph.replay()
+            assert self.logits is not None  # the captured step's output
             logits = self.logits.clone()
         else:
             logits = self._forward()

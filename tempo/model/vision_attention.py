@@ -10,6 +10,8 @@ per forward pass. Chunks of different lengths (segments of different sizes in on
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
 
 import torch
 import torch.nn.functional as F
@@ -31,7 +33,17 @@ class ChunkLengths:
         return self.lengths
 
 
-def stacked_chunk_attention(self: Qwen3VLVisionAttention, hidden_states: torch.Tensor, cu_seqlens: torch.Tensor,
+if TYPE_CHECKING:
+    class StackedChunkAttention(Qwen3VLVisionAttention):
+        """A vision attention layer as `stack_chunks` leaves it (it stays a Qwen3VLVisionAttention): the shared
+        chunk lengths, transformers' forward kept as the fallback, and the stacked-chunk forward."""
+
+        chunk_lengths: ChunkLengths
+        chunked_forward: Callable[..., torch.Tensor]
+        forward: Callable[..., torch.Tensor]
+
+
+def stacked_chunk_attention(self: StackedChunkAttention, hidden_states: torch.Tensor, cu_seqlens: torch.Tensor,
                             position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
                             **kwargs) -> torch.Tensor:
     """`Qwen3VLVisionAttention.forward` for equal chunks: the same projections, rotary embedding and scaled dot-product
@@ -40,6 +52,7 @@ def stacked_chunk_attention(self: Qwen3VLVisionAttention, hidden_states: torch.T
         return self.chunked_forward(hidden_states, cu_seqlens, position_embeddings=position_embeddings, **kwargs)
     tokens = hidden_states.shape[0]
     q, k, v = self.qkv(hidden_states).reshape(tokens, 3, self.num_heads, -1).permute(1, 0, 2, 3).unbind(0)
+    assert position_embeddings is not None  # the vision blocks always pass them
     cos, sin = position_embeddings
     q, k = apply_rotary_pos_emb_vision(q, k, cos, sin)  # [N, heads, hd] each
     chunks, length = len(lengths), lengths[0]
@@ -54,7 +67,8 @@ def stack_chunks(vision_tower: torch.nn.Module) -> ChunkLengths:
     lengths = ChunkLengths()
     for module in vision_tower.modules():
         if isinstance(module, Qwen3VLVisionAttention) and "flash" not in str(module.config._attn_implementation):
-            module.chunk_lengths = lengths
-            module.chunked_forward = module.forward
-            module.forward = types.MethodType(stacked_chunk_attention, module)
+            layer = cast("StackedChunkAttention", module)  # what the next three lines make of it
+            layer.chunk_lengths = lengths
+            layer.chunked_forward = layer.forward
+            layer.forward = types.MethodType(stacked_chunk_attention, layer)
     return lengths

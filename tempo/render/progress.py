@@ -154,7 +154,7 @@ def key_segments(segments: Sequence[Segment], count: int = KEY_FRAMES) -> list[S
     """The `count` segments with a key frame that kept the most tokens, in time order."""
     # Ties (every segment at k_max when compression is off) go to the more relevant, then the earlier segment.
     kept = [s for s in segments if s.tokens and s.frame is not None]
-    ranked = sorted(kept, key=lambda s: (-s.tokens, -(s.relevance or 0.0), s.index))[:count]
+    ranked = sorted(kept, key=lambda s: (-(s.tokens or 0), -(s.relevance or 0.0), s.index))[:count]  # kept: tokens
     return sorted(ranked, key=lambda s: s.index)
 
 

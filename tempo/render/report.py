@@ -71,6 +71,7 @@ def filmstrip_html(segments: Sequence[Segment], k_min: int, k_max: int, max_cell
         shown = max(group, key=lambda s: (s.tokens or 0, s.relevance or 0.0, -s.index))
         if shown.frame is None:
             continue
+        assert shown.tokens is not None  # a filmstrip is of allocated segments
         start, end = group[0].start, group[-1].end
         seconds = start if shown.frame_time is None else shown.frame_time
         title = f"{span(start, end)} · {shown.tokens} tokens"

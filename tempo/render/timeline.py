@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, overload
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -24,10 +24,14 @@ def time_ticks(duration: float, target: int = 8, start: float = 0.0) -> tuple[li
     """Round video times (1 s ... 4 h apart) from `start` to `duration` for at most about `target` ticks,
     labelled m:ss."""
     step = next((s for s in TICK_STEPS if (duration - start) / s <= target), TICK_STEPS[-1])
-    values = [i * step for i in range(math.ceil(start / step - 1e-9), int(duration // step) + 1)]
+    values: list[float] = [i * step for i in range(math.ceil(start / step - 1e-9), int(duration // step) + 1)]
     return values, [clock(v) for v in values]
 
 
+@overload
+def axis_of(video: VideoProbed) -> tuple[float, float]: ...
+@overload
+def axis_of(video: VideoProbed | None) -> tuple[float, float] | None: ...
 def axis_of(video: VideoProbed | None) -> tuple[float, float] | None:
     """The stretch of video a figure's time axis spans: the range sampled, or the whole video."""
     if video is None:
@@ -221,7 +225,8 @@ def _token_bars(fig: go.Figure, segments: Sequence[Segment], tokens: Sequence[in
         _guide(fig, share, f"budget ÷ segments {share:.0f}", "dot", left=True)
 
 
-def _relevance_curve(fig: go.Figure, segments: Sequence[Segment], relevance: list[float], points: list[list]) -> None:
+def _relevance_curve(fig: go.Figure, segments: Sequence[Segment], relevance: Sequence[float | None],
+                     points: list[list]) -> None:
     """Relevance per segment as a filled curve on the left axis (dots while they do not touch)."""
     mids = [(s.start + s.end) / 2 for s in segments]
     markers = "lines+markers" if len(segments) <= 160 else "lines"  # dots stop helping once they touch

@@ -9,6 +9,7 @@ import logging
 import os
 import sys
 import time
+from typing import NoReturn
 
 import numpy as np
 
@@ -19,7 +20,7 @@ log = logging.getLogger("tempo.synthetic")
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:
+    def error(self, message: str) -> NoReturn:
         # One line, not usage + error: the message already says which argument is wrong.
         self.exit(2, f"{self.prog}: error: {message}\n")
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -117,7 +118,8 @@ class Composer:
             before = int(rng.integers(0, width - n + 1))
             after = width - n - before
         extra = before + after
-        drawn = rng.choice(len(self.quiet), size=extra, replace=extra > len(self.quiet)) if extra else []
+        drawn: np.ndarray | list[int] = rng.choice(len(self.quiet), size=extra,
+                                                   replace=extra > len(self.quiet)) if extra else []
         quiet = [self.quiet[int(j)] for j in drawn if self.pool[self.quiet[int(j)][0]].video != item.video]
         while len(quiet) < before + after:  # rare: a draw from the item's own video was dropped
             p, i = self.quiet[int(rng.integers(len(self.quiet)))]
@@ -163,6 +165,12 @@ def tag_answer(family: str, answer: str, tags: list[float], step: float, evidenc
     return answer
 
 
+class Sampler(Protocol):
+    """What draws composed inputs to train or read on: a `Composer`, a `Mixture`, or compose_long's."""
+
+    def sample(self, width: int, rng: np.random.Generator) -> Composed: ...
+
+
 class Mixture:
     """Whole real videos `share` of the time (global questions too), else composed inputs of the asked width. Real
     videos get fresh tags as well: 360 pairs seen ten times each would otherwise teach their "when" answers."""
@@ -184,7 +192,7 @@ def width_schedule(widths: tuple[int, ...], steps: tuple[int, ...], rng: np.rand
             yield width if phase == 0 or rng.random() < 0.7 else widths[int(rng.integers(phase))]
 
 
-def train_composed(model: TempoModel, composer: Composer | Mixture, widths: tuple[int, ...],
+def train_composed(model: TempoModel, composer: Sampler, widths: tuple[int, ...],
                    steps: tuple[int, ...],
                    batch: int, lr: float, ata_share: float, rng: np.random.Generator, every: int,
                    held_out: Composer | None = None, eval_inputs: int = 40,

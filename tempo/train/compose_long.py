@@ -103,7 +103,8 @@ class OwnVideo(Composer):
 
 def runs(width: int, videos: int, rng: np.random.Generator) -> list[int]:
     """`width` split at random into `videos` runs of at least one segment each."""
-    cuts = np.sort(rng.choice(np.arange(1, width), size=videos - 1, replace=False)) if videos > 1 else []
+    cuts: np.ndarray | list[int] = np.sort(rng.choice(np.arange(1, width), size=videos - 1,
+                                                      replace=False)) if videos > 1 else []
     return np.diff([0, *cuts, width]).tolist()
 
 

@@ -35,7 +35,7 @@ def plan_video(video: SyntheticVideo, max_frames: int) -> SamplingPlan:
 def segment_pixels(video: SyntheticVideo, plan: SamplingPlan, index: int,
                    geometry: PatchGeometry) -> tuple[torch.Tensor, tuple[int, int, int]]:
     """Patch rows of one segment through the inference pixel chain (identity resizes at 512x256)."""
-    frames = np.stack(video.frames(plan.segment_frame_times(index)))
+    frames = video.frames(plan.segment_frame_times(index))  # [T, H, W, 3]
     return patchify(model_frames(frames, geometry), geometry)
 
 
@@ -99,7 +99,7 @@ def small_shapes(video: SyntheticVideo, frame_times: list[float]) -> str:
 def absent_questions(video: SyntheticVideo, rng: np.random.Generator, count: int) -> list[Question]:
     """Questions about (colour, kind) pairs that never occur as events: always irrelevant, hard negatives."""
     present = set(occurrences(video))
-    questions = []
+    questions: list[Question] = []
     while len(questions) < count:
         colour, kind = str(rng.choice(list(COLOURS))), str(rng.choice(KINDS))
         if (kind, colour) in present:

@@ -40,6 +40,7 @@ from ..synthetic import (
     FAMILIES,
     TIMED_FAMILIES,
     Question,
+    SyntheticVideo,
     all_questions,
     generate_video,
     is_correct,
@@ -61,7 +62,7 @@ VARIANTS = [(s, "head") for s in STRATEGIES] + [("ata", "tail"), ("oracle", "hea
 BOOTSTRAP_RESAMPLES = 10_000
 
 
-def video_file(seed: int, min_duration: float, max_duration: float, directory: str) -> tuple[str, object]:
+def video_file(seed: int, min_duration: float, max_duration: float, directory: str) -> tuple[str, SyntheticVideo]:
     """The synthetic video for `seed`, written once to `directory` and reused afterwards."""
     video = generate_video(seed, min_duration=min_duration, max_duration=max_duration)
     path = os.path.join(directory, f"synthetic-{seed}-{video.duration:.1f}s.mp4")
@@ -92,8 +93,8 @@ def most_allocated_overlaps(finished: Finished, question: Question) -> bool:
 
 def evidence_share(finished: Finished, question: Question) -> float:
     """The share of the kept memory tokens that went to segments overlapping the evidence."""
-    kept = sum(s.tokens for s in finished.segments)
-    on_evidence = sum(s.tokens for s in finished.segments if segment_relevance(question, s.start, s.end))
+    kept = sum(s.tokens or 0 for s in finished.segments)  # each allocated (None only before allocation)
+    on_evidence = sum(s.tokens or 0 for s in finished.segments if segment_relevance(question, s.start, s.end))
     return on_evidence / kept if kept else 0.0
 
 
@@ -193,7 +194,7 @@ def evaluate_question(model: TempoModel, tally: Tally, path: str, video_seed: in
                                                             truncation=truncation))
         tally.outcomes[(name, truncation)].append(record)
         if (name, truncation) == ("ata", "head"):
-            tally.shapes[question.family].append(allocation_shape([s.tokens for s in finished.segments], k_min,
+            tally.shapes[question.family].append(allocation_shape([s.tokens or 0 for s in finished.segments], k_min,
                                                                   k_max))
             tally.examples.append({"seed": video_seed, "duration": round(duration, 1), "family": question.family,
                                    "question": question.text, "expected": question.answer, "answer": finished.answer,

@@ -88,6 +88,7 @@ def align_captions(model: TempoModel, videos: list[data.EncodedVideo], params: l
         memories, _ = model.compressor(prompts, vision)
         loss = sum(answer_loss(model, memories[b:b + 1], [tokens], [video.plan.tag_time(index)], request, answer)
                    for b, (video, index, request, answer, tokens) in enumerate(examples)) / len(examples)
+        assert isinstance(loss, torch.Tensor)  # a sum of tensors (to typeshed, or the 0 it starts from)
         loss.backward()
         schedule.step()
         progress.update(step, loss.item())
