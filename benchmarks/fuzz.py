@@ -119,7 +119,8 @@ def main() -> int:
     summary = {"files": len(files), "seconds": round(seconds, 1), "outcomes": dict(counts),
                "by_mutation": {f"{mutation} {kind}": n for (mutation, kind), n in sorted(by_kind.items())},
                "changed_on_second_run": len(changed) if args.twice else None,
-               "server_peak_rss_mb": round(memory.server / 2**20), "decoder_peak_rss_mb": round(memory.children / 2**20),
+               "server_peak_rss_mb": round(memory.server / 2**20),
+               "decoder_peak_rss_mb": round(memory.children / 2**20),
                "memory_bound_mb": args.memory_mb}
     print(json.dumps(summary, indent=1))
     bad = {name: result for name, result in first.items() if result[0] in ("traceback", "hang", "leak")}

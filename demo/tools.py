@@ -120,7 +120,7 @@ def wait_for(server: Server, stream: str, question: str, timeout: float | None =
         question: the standing question, e.g. 'When does the delivery van arrive?'
         timeout: optional; seconds to watch at most, 1 to 300 (default 120).
         threshold: optional; how far a segment's relevance must rise above the stream's recent level to count, in log-odds, 0.5 to 20 (default: the page's).
-    """
+    """  # noqa: E501 (gradio reads each Args entry from its own line: a wrapped one would lose its tail)
     def report(watched: float, total: float) -> None:
         progress((round(watched), round(total)), desc="stream watched", unit="seconds")
 

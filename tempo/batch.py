@@ -1,10 +1,11 @@
 """Many (video, question) jobs from a JSON Lines file: one model load, resumable, one result line per job.
 
 Each input line is an object with `id`, `video` (absolute, or relative to the input file) and `question`, and
-optionally per-job settings (the settings table's batch keys: `config.settings(BATCH)`). Any other field (`family`, `expected`, ...) is copied to the job's
-result. A result line is the CLI's `--json` object plus `id`, `video` and `question`, or `{"id", "error"}` when
-the job fails; the batch goes on. Results are appended as each job ends, so an interrupted batch resumes where it
-stopped: a second run with the same output skips the ids already answered and retries the ones that failed.
+optionally per-job settings (the settings table's batch keys: `config.settings(BATCH)`). Any other field (`family`,
+`expected`, ...) is copied to the job's result. A result line is the CLI's `--json` object plus `id`, `video` and
+`question`, or `{"id", "error"}` when the job fails; the batch goes on. Results are appended as each job ends, so an
+interrupted batch resumes where it stopped: a second run with the same output skips the ids already answered and
+retries the ones that failed.
 """
 
 from __future__ import annotations

@@ -342,7 +342,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("top_p", "generation", float, "Top-p", "when sampling, draw from the likeliest tokens that make up this "
             "share of the probability", 0.01, 1, step=0.01, surfaces=frozenset({CLI, BATCH})),
     Setting("fast_seek", "sampling", bool, "Fast seek",
-            "decode key frames only: an hour in seconds, but not the released sampling", surfaces=frozenset({CLI, BATCH})),
+            "decode key frames only: an hour in seconds, but not the released sampling",
+            surfaces=frozenset({CLI, BATCH})),
     Setting("start", "sampling", float, "From", "analyse the video from this time (m:ss or seconds; empty: the "
             "beginning)", 0, 24 * 3600, unit="s", clock=True),
     Setting("end", "sampling", float, "To", "up to this time (m:ss or seconds; empty: the end)", 0, 24 * 3600,

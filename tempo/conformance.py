@@ -175,7 +175,8 @@ def _pixel_checks(case: dict, tensors: dict, rows: torch.Tensor, model: TempoMod
         with open(file, "rb") as f:
             expected_u8 = load(lzma.decompress(f.read()))["pixel_values_videos_u8"]
         equal = expected_u8.shape == rows.shape and torch.equal(expected_u8, rows)
-        detail = "identical" if equal else f"{int((expected_u8 != rows).sum()) if expected_u8.shape == rows.shape else 'shape'} differ"
+        detail = "identical" if equal else (
+            f"{int((expected_u8 != rows).sum()) if expected_u8.shape == rows.shape else 'shape'} differ")
         report.check(name, "pixels_uint8", equal, detail)
 
 

@@ -50,7 +50,8 @@ def test_a_budget_sweep_goes_from_one_token_per_segment_to_every_memory_token(fi
     sweep = [engine.reanswer(fixture_model, compression, row) for row in analysis.sweep_configs(config(), n, k_max)]
     assert [r.budget for r in sweep] == analysis.sweep_budgets(n, k_max)
     assert sweep[0].budget == n and sweep[-1].budget == n * k_max
-    assert sweep[-1].tokens_used == n * k_max and sweep[-1].config.allocation.strategy == "off"  # everything, at the top
+    assert (sweep[-1].tokens_used == n * k_max
+            and sweep[-1].config.allocation.strategy == "off")  # everything, at the top
     assert {r.config.allocation.strategy for r in sweep[:-1]} == {"ata"}
     assert all(r.tokens_used <= r.budget for r in sweep) and all(r.answer for r in sweep)
     used = [r.tokens_used for r in sweep]
@@ -58,8 +59,8 @@ def test_a_budget_sweep_goes_from_one_token_per_segment_to_every_memory_token(fi
 
 
 @pytest.mark.parametrize("answer, expected", [("yellow", True), ("At 2:03.", True), ("", False), ("  ", False),
-                                              ("orangeorangeorange", False), ("1024 frames", True), ("red red red", False),
-                                              ("the the the cube", False), ("...", False)])
+                                              ("orangeorangeorange", False), ("1024 frames", True),
+                                              ("red red red", False), ("the the the cube", False), ("...", False)])
 def test_an_answer_is_usable_unless_empty_or_looping(answer, expected):
     assert analysis.usable(answer) is expected
 

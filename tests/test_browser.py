@@ -365,7 +365,8 @@ def test_zoom_answers_a_when_question_in_one_turn_that_shows_both_passes(app_url
     shaded = [s for s in layout["shapes"] if s.get("xref") == "x3" and s.get("type") == "rect"]
     assert any(s["x0"] == pytest.approx(start, abs=0.2) and s["x1"] == pytest.approx(end, abs=0.2) for s in shaded)
     assert page.locator("#tempo-chat .tempo-turn").count() == 1
-    assert "zoomed in, as the question asks when" in page.locator("#tempo-chat [data-turn='0'] .tempo-meta").inner_text()
+    assert ("zoomed in, as the question asks when"
+            in page.locator("#tempo-chat [data-turn='0'] .tempo-meta").inner_text())
     seconds = [float(s) for s in page.locator("#tempo-chat [data-turn='0'] .tempo-reply [data-seconds]").evaluate_all(
         "nodes => nodes.map(n => n.dataset.seconds)")]
     assert seconds and all(start <= s <= end for s in seconds)

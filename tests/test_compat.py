@@ -12,8 +12,9 @@ SOURCES = ["app.py", "demo", "tempo", "tests", "benchmarks", "examples"]
 
 
 def vermin(*paths: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(Path(sys.executable).parent / "vermin"), "-t=3.10-", "--violations", "--eval-annotations",
-                           "--no-tips", *paths], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return subprocess.run([str(Path(sys.executable).parent / "vermin"), "-t=3.10-", "--violations",
+                           "--eval-annotations", "--no-tips", *paths], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
 
 
 def test_nothing_needs_more_than_python_3_10():

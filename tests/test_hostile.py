@@ -121,7 +121,8 @@ def test_decoding_children_do_not_run_the_callers_script_again(fixtures, seeds, 
 import tempo
 print("script ran", flush=True)
 model = tempo.from_pretrained({str(fixtures / "tempo")!r}, base={str(fixtures / "base" / "tiny-qwen3-vl")!r})
-config = tempo.RunConfig(limits=tempo.Limits(isolate_decoding=True), generation=tempo.GenerationConfig(max_new_tokens=2))
+config = tempo.RunConfig(limits=tempo.Limits(isolate_decoding=True),
+                         generation=tempo.GenerationConfig(max_new_tokens=2))
 for _ in range(2):
     print("segments", len(tempo.answer(model, {str(seeds["h264.mp4"])!r}, "What moves?", config).segments), flush=True)
 """, encoding="utf-8")

@@ -127,5 +127,6 @@ def test_save_pretrained_round_trips_the_released_format(fixture_model, fixtures
         for key in original.keys():
             assert torch.equal(saved.get_tensor(key), original.get_tensor(key)), key
     reloaded = tempo.from_pretrained(target, base=fixtures / BASE, device="cpu")
-    assert json.loads((target / "config.json").read_text()) == json.loads((fixtures / "tempo" / "config.json").read_text())
+    assert (json.loads((target / "config.json").read_text())
+            == json.loads((fixtures / "tempo" / "config.json").read_text()))
     assert reloaded.spec == fixture_model.spec.__class__(**{**fixture_model.spec.__dict__, "name": str(target)})

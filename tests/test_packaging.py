@@ -45,7 +45,8 @@ def test_every_module_imports_from_the_unpacked_wheel(wheel, tmp_path):
     modules = sorted(n[:-3].replace("/", ".").removesuffix(".__init__")  # __main__ modules would run their CLI
                      for n in zipfile.ZipFile(wheel).namelist()
                      if n.startswith("tempo/") and n.endswith(".py") and not n.endswith("__main__.py"))
-    code = "import importlib, sys\nfor m in sys.argv[1:]: importlib.import_module(m)\nimport tempo; print(tempo.__file__)"
+    code = ("import importlib, sys\nfor m in sys.argv[1:]: importlib.import_module(m)\n"
+            "import tempo; print(tempo.__file__)")
     result = subprocess.run([sys.executable, "-c", code, *modules], cwd=tmp_path, capture_output=True, text=True,
                             env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -10,7 +10,8 @@ from tempo.video.patches import PatchGeometry, clip_size, model_frames, normaliz
 GEOMETRY = PatchGeometry()
 
 
-@pytest.mark.parametrize("h,w,expected", [(240, 320, (256, 320)), (120, 160, (128, 128)), (48, 64, (128, 192)), (288, 512, (256, 512))])
+@pytest.mark.parametrize("h,w,expected", [(240, 320, (256, 320)), (120, 160, (128, 128)), (48, 64, (128, 192)),
+                                          (288, 512, (256, 512))])
 def test_frame_snapping_uses_factor_64(h, w, expected):
     assert snap_size(h, w, 64, 16384, 67108864) == expected
 

@@ -149,7 +149,8 @@ def test_the_live_and_the_finished_timeline_come_from_one_function(monkeypatch):
     assert drawn_with == [0, 1, 2, 3, 4, 5, 5, 5, 5, 5]
     root = Path(timeline.__file__).parents[2]
     callers = {str(path.relative_to(root)) for folder in ("tempo", "demo") for path in (root / folder).rglob("*.py")
-               if any("_timeline" in (getattr(node, "id", None), getattr(node, "attr", None), getattr(node, "name", None))
+               if any("_timeline" in (getattr(node, "id", None), getattr(node, "attr", None),
+                                      getattr(node, "name", None))
                       for node in ast.walk(ast.parse(path.read_text())))}
     assert callers == {"tempo/render/timeline.py"}  # nothing else draws a run's timeline its own way
 

@@ -139,7 +139,8 @@ def test_pools_compress_each_new_question_once_and_change_no_other_item(monkeypa
     assert len(compressed) == len(set(compressed)) == len(after)  # each question once
     assert with_them.bit_generator.state == without.bit_generator.state  # the stage's stream goes on as before
     old = [item for item in after if item.family in OLD]
-    assert [dataclasses.replace(i, memories=None) for i in old] == [dataclasses.replace(i, memories=None) for i in before]
+    assert ([dataclasses.replace(i, memories=None) for i in old]
+            == [dataclasses.replace(i, memories=None) for i in before])
     assert all(torch.equal(a.memories, b.memories) for a, b in zip(old, before))
     temporal = [item for item in after if item.family in TEMPORAL_FAMILIES]
     assert [item.family for item in temporal] == ["interval", "order"] * len(videos)

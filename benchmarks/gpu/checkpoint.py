@@ -130,7 +130,8 @@ def write_shards(tensors: dict[str, torch.Tensor], directory: Path) -> list[str]
                   metadata={"format": "pt"})
     total = sum(t.numel() * t.element_size() for t in tensors.values())
     weight_map = {key: name for name, keys in zip(names, groups) for key in keys}
-    _write_json(directory / "model.safetensors.index.json", {"metadata": {"total_size": total}, "weight_map": weight_map})
+    _write_json(directory / "model.safetensors.index.json",
+                {"metadata": {"total_size": total}, "weight_map": weight_map})
     return names
 
 

@@ -1,4 +1,5 @@
-"""Questions with exact answers about a synthetic video, the rule that grades a predicted answer, and relevance labels."""
+"""Questions with exact answers about a synthetic video, the rule that grades a predicted answer, and relevance
+labels."""
 
 from __future__ import annotations
 
