@@ -61,9 +61,9 @@ new MutationObserver(() => {
 NOTIFY_JS = ("(on) => { window.tempoLiveNotify = on; if (on && 'Notification' in window) "
              "Notification.requestPermission(); return on; }")
 LIVE_CSS = """
-#tempo-live-film .tempo-live-film { display: flex; gap: 4px; overflow: hidden; }
+#tempo-live-film .tempo-live-film { display: flex; gap: 4px; overflow: hidden; justify-content: flex-end; }
 #tempo-live-film a { flex: 0 0 auto; cursor: pointer; text-align: center; font-size: 0.7rem; }
-#tempo-live-film img { display: block; height: 48px; border-radius: 3px; }
+#tempo-live-film img { display: block; height: 40px; border-radius: 3px; }
 .tempo-live-alert { display: flex; gap: 10px; align-items: center; cursor: pointer; }
 .tempo-live-alert img { height: 72px; border-radius: 4px; border: 2px solid #dc2626; }
 .tempo-live-seek { cursor: pointer; text-decoration: underline dotted; }
