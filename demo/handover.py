@@ -15,6 +15,7 @@ import os
 import re
 import socket
 import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
@@ -80,7 +81,7 @@ def from_data_uri(uri: str, uploads: Path, limits: Limits) -> str:
     return stored([data], "video" + (mimetypes.guess_extension(mime) or ".mp4"), uploads)
 
 
-def stored(chunks, name: str, uploads: Path) -> str:
+def stored(chunks: Iterable[bytes], name: str, uploads: Path) -> str:
     """`chunks` (bytes) written to uploads/<sha256 of the content>/<name>, as Gradio stores an upload."""
     uploads.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
@@ -157,7 +158,7 @@ def fetched(url: str, uploads: Path, limits: Limits) -> str:
     raise InputError(f"The video's URL redirects more than {MAX_REDIRECTS} times.")
 
 
-def limited(chunks, limits: Limits):
+def limited(chunks: Iterable[bytes], limits: Limits) -> Iterator[bytes]:
     """`chunks` until their total passes the upload limit (whatever the server said the size would be)."""
     total = 0
     for chunk in chunks:

@@ -8,6 +8,7 @@ import html
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tempo.allocation import scaled_relevance
 from tempo.analysis import SegmentLook, most_relevant
@@ -18,6 +19,9 @@ from tempo.render.report import Truth, data_uri
 from tempo.render.text import answer_text, timings_text
 from tempo.render.timeline import point_field, relevance_text
 from tempo.times import clock, span, time_mentions
+
+if TYPE_CHECKING:
+    from .chat import Turn  # chat makes its messages here
 
 LOOKED_AT = 3  # segments shown as where the compressor looked
 LOOK_EDGE = 96  # their thumbnails' long edge
@@ -235,7 +239,7 @@ def looked_html(segments: Sequence[Segment], count: int = LOOKED_AT) -> str:
             + "</div>") if cells else ""
 
 
-def turn_html(index: int, turn, selected: bool) -> str:
+def turn_html(index: int, turn: Turn, selected: bool) -> str:
     """A turn's reply in the chat: the answer with clickable times, where the compressor looked, how it was
     allocated, and for an example whether it is right. `data-turn` lets a click show the turn's run again."""
     result = turn.result

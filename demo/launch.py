@@ -11,6 +11,7 @@ import os
 import warnings
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import gradio as gr
 import torch
@@ -59,7 +60,7 @@ def theme() -> gr.themes.Base:
                           font_mono=list(MONO_FONTS))
 
 
-def serve(model: TempoModel, limits: Limits | None = None, **kwargs) -> gr.Blocks:
+def serve(model: TempoModel, limits: Limits | None = None, **kwargs: Any) -> gr.Blocks:
     """Build the page around `model` and serve it with the offline theme and the upload limit (`limits` default:
     from the environment; videos are always decoded in killable child processes), behind the host check and the
     upload folder's cap (`middleware`), keeping at most `limits.sessions` sessions; kwargs go to `Blocks.launch`.

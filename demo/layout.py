@@ -169,11 +169,11 @@ def connect(handler: Callable, server: Server, outputs: Outputs | None = None) -
         return values[0] if len(values) == 1 else values
 
     if inspect.isgeneratorfunction(inspect.unwrap(handler)):
-        def fn(*args, **kwargs):
+        def fn(*args: Any, **kwargs: Any) -> Any:
             for updates in bound(*args, **kwargs):
                 yield ordered(updates)
     else:
-        def fn(*args, **kwargs):
+        def fn(*args: Any, **kwargs: Any) -> Any:
             return ordered(bound(*args, **kwargs))
     fn.__name__, fn.__doc__, fn.__signature__ = handler.__name__, handler.__doc__, inspect.signature(bound)  # type: ignore[attr-defined]  # typeshed: functions lack __signature__
     return fn

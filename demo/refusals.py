@@ -7,7 +7,8 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import gradio as gr
 
@@ -35,7 +36,7 @@ def refused(handler: Callable) -> Callable:
     the visitor's message (`refusal`)."""
     if inspect.isgeneratorfunction(handler):
         @functools.wraps(handler)
-        def streamed(*args, **kwargs):
+        def streamed(*args: Any, **kwargs: Any) -> Iterator[Any]:
             try:
                 yield from handler(*args, **kwargs)
             except Exception as exc:
@@ -43,7 +44,7 @@ def refused(handler: Callable) -> Callable:
         return streamed
 
     @functools.wraps(handler)
-    def wrapped(*args, **kwargs):
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
         try:
             return handler(*args, **kwargs)
         except Exception as exc:

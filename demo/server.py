@@ -209,7 +209,7 @@ class Server:
         top, see analysis.sweep_configs), one trip."""
         k_max = self.model.spec.num_memory_tokens
 
-        def budgets(probed) -> list[RunConfig]:
+        def budgets(probed: VideoProbed) -> list[RunConfig]:
             return analysis.sweep_configs(request.config, probed.num_segments, k_max)
 
         return results(self.run(request, budgets))

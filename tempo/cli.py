@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import NoReturn, TextIO
 
 from . import batch as batch_module
 from . import model as tempo_model
@@ -47,7 +47,8 @@ class UsageError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # argparse would print the usage and exit; main reports it like other errors
+    # argparse would print the usage and exit; main reports it like other errors
+    def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 

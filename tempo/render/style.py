@@ -3,6 +3,8 @@ and in print) built from them."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import plotly.graph_objects as go
 
 # System fonts only: the page and the reports must render with no internet at all.
@@ -28,7 +30,7 @@ TOKEN_SCALE = [[0.0, "#e0f2fe"], [0.35, "#7dd3fc"], [0.7, INDIGO], [1.0, "#a21ca
 SQUEEZED_RGB, KEPT_RGB = (203, 213, 225), (220, 38, 38)  # a segment at k_min (grey) and at k_max (red)
 
 
-def page_layout(fig: go.Figure, height: int, revision: str, **layout) -> go.Figure:
+def page_layout(fig: go.Figure, height: int, revision: str, **layout: Any) -> go.Figure:
     """Figures on the page: transparent, the timeline's margins (so stacked figures line up), legend on top;
     `revision` keeps a figure's zoom when it is redrawn."""
     fig.update_layout(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple, overload
+from typing import Any, NamedTuple, overload
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -252,7 +252,7 @@ def _timeline_axes(fig: go.Figure, duration: float, start: float, tokens: Sequen
     fig.update_yaxes(visible=False, fixedrange=True, row=2, col=1)
 
 
-def _time_axis(fig: go.Figure, duration: float, start: float = 0.0, **where) -> None:
+def _time_axis(fig: go.Figure, duration: float, start: float = 0.0, **where: Any) -> None:
     ticks, labels = time_ticks(duration, start=start)
     fig.update_xaxes(range=[start, duration], tickvals=ticks, ticktext=labels, showgrid=False, zeroline=False,
                      showline=False, ticks="", **where)
