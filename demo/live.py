@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import gradio as gr
 
@@ -23,8 +24,17 @@ from tempo.live import Alert, LiveSegment, WatchEnded
 from tempo.times import clock, span
 
 from .live_api import begin, followed, refuse_on_zerogpu, synthetic_allowed, watches_of
-from .live_sources import (NOT_ON_ZEROGPU, Source, Watching, camera, config_of, file_source, synthetic_source,
-                           url_source, zerogpu_live_cost)
+from .live_sources import (
+    NOT_ON_ZEROGPU,
+    Source,
+    Watching,
+    camera,
+    config_of,
+    file_source,
+    synthetic_source,
+    url_source,
+    zerogpu_live_cost,
+)
 from .live_view import View, answer_html, live_figure, question_html
 from .refusals import refusal
 from .server import Server
@@ -152,7 +162,7 @@ def named(handler: Callable, server: Server, outputs: dict) -> Callable:
         return values[0] if len(values) == 1 else values if values else None
 
     if inspect.isgeneratorfunction(handler):
-        def fn(*args):
+        def fn(*args: Any) -> Any:
             *values, request = args
             try:
                 for updates in handler(server, *values, owner=owner_of(request)):
@@ -160,7 +170,7 @@ def named(handler: Callable, server: Server, outputs: dict) -> Callable:
             except Exception as exc:
                 raise refusal(exc) from None
     else:
-        def fn(*args):
+        def fn(*args: Any) -> Any:
             *values, request = args
             try:
                 return ordered(handler(server, *values, owner=owner_of(request)))

@@ -18,8 +18,18 @@ from tempo.live.events import LiveEvent
 from tempo.times import clock
 
 from . import handover
-from .live_sources import (NOT_ON_ZEROGPU, SYNTHETIC, Source, Watches, Watching, config_of, file_source,
-                           synthetic_source, url_source, zerogpu_live_cost)
+from .live_sources import (
+    NOT_ON_ZEROGPU,
+    SYNTHETIC,
+    Source,
+    Watches,
+    Watching,
+    config_of,
+    file_source,
+    synthetic_source,
+    url_source,
+    zerogpu_live_cost,
+)
 from .refusals import refused
 from .server import Server
 

@@ -12,8 +12,19 @@ import numpy as np
 import pytest
 
 import tempo
-from tempo.live import (Alert, AlertRule, Gap, LiveConfig, LiveSegment, LiveWatch, LiveWorld, StreamError,
-                        WatchEnded, WatchStarted, stream_frames)
+from tempo.live import (
+    Alert,
+    AlertRule,
+    Gap,
+    LiveConfig,
+    LiveSegment,
+    LiveWatch,
+    LiveWorld,
+    StreamError,
+    WatchEnded,
+    WatchStarted,
+    stream_frames,
+)
 from tempo.live.alerts import Alerting
 from tempo.live.feed import Sampler
 from tempo.live.memory import Remembered, Replay, Window
