@@ -64,7 +64,9 @@ class GpuCost:
     by memory bandwidth, with `MARGIN` on top. `reserved` is what a request asks for; `used`, what it is expected
     to be charged (the fit without the margin, for the tokens the answers really take)."""
 
-    start: float = 4.0  # a worker starts and the weights land on the GPU: ZeroGPU's own, not measurable here
+    # A call's start: its inputs unpickled, the weights onto the GPU and the first request's warm-up, measured as a
+    # cold call's excess over a warm one on an H100 (benchmarks/results/gpu_check-h100.json: 5.14 s).
+    start: float = 5.2
     segment: float = 0.081  # the vision tower and the compressor over one 8-frame segment
     answer: float = 1.257  # the allocation and the decoder's prefill of one answer (~7k memory tokens)
     token: float = 0.058  # one generated token

@@ -101,3 +101,17 @@ def test_the_fit_follows_the_figures():
     figures = json.loads(RESULTS.read_text())
     figures["phases"]["hour"]["stages"]["per_token"] *= 2
     assert GpuCost.fitted(figures).token > COST.token
+
+
+def test_a_phase_left_out_does_not_run(tmp_path):
+    from benchmarks.gpu.measure import DRY_RUN, Check
+
+    check = Check(DRY_RUN, tmp_path, only=frozenset({"mfu"}))
+    ran = []
+    assert check.run("conformance", lambda: ran.append("conformance") or {}) is None
+    assert check.run("mfu", lambda: ran.append("mfu") or {"x": 1}) == {"x": 1}
+    assert check.run("hour", lambda: ran.append("hour") or {}) == {}  # every phase needs it
+    assert ran == ["mfu", "hour"]
+    saved = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert saved["errors"] == {"conformance": "skipped: not in --only"}
+    assert saved["phases"]["mfu"]["x"] == 1

@@ -34,8 +34,22 @@ class CountedFlops(TorchDispatchMode):
                 parts = func.decompose(*args, **kwargs)
             return func(*args, **kwargs) if parts is NotImplemented else parts
         out = func(*args, **kwargs)
-        self.total += formula(*args, **kwargs, out_val=out)
+        self.total += formula(*grouped_as_full(func, args), **kwargs, out_val=out)
         return out
+
+
+def grouped_as_full(func, args: tuple) -> tuple:
+    """Attention with fewer key/value heads than query heads (grouped-query) as torch's formulas expect it: key and
+    value viewed (not copied) at the query's head count, which is the work the kernel does."""
+    if "scaled_dot_product" not in str(func) or len(args) < 3 or not all(isinstance(a, torch.Tensor) for a in args[:3]):
+        return args
+    query, key, value = args[:3]  # (batch, heads, tokens, head_dim)
+    if key.dim() != 4 or key.shape[1] == query.shape[1]:
+        return args
+    heads = query.shape[1]
+    key = key[:, :1].expand(key.shape[0], heads, *key.shape[2:])
+    value = value[:, :1].expand(value.shape[0], heads, *value.shape[2:])
+    return (query, key, value, *args[3:])
 
 
 def matmul_tflops(device: torch.device, dtype: torch.dtype, size: int, repeats: int = 10) -> float:

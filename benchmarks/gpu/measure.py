@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,13 +59,14 @@ class Sizes:
 GPU = Sizes(TEMPO_6B, "cuda", 1024, (640, 360), 64, 3, (1, 4, 8, 16, 32), None, 330.0, 180.0)
 DRY_RUN = Sizes(TINY, "cpu", 64, (160, 90), 8, 1, (1, 4), ("shapes_red_circle",), 900.0, 900.0)
 VIDEOS = {"hour": 3600.0, "ten_minutes": 600.0}
+NEEDED_BY_EVERY_PHASE = frozenset({"environment", "load", "videos", "warm_up", "hour"})
 
 
 class Check:
     """The figures so far, saved after every phase; phases run in order until the time budget is spent."""
 
-    def __init__(self, sizes: Sizes, out: Path):
-        self.sizes, self.out = sizes, out
+    def __init__(self, sizes: Sizes, out: Path, only: frozenset[str] = frozenset()):
+        self.sizes, self.out, self.only = sizes, out, only
         self.started = time.perf_counter()
         self.figures: dict = {"device": None, "dry_run": sizes is DRY_RUN, "phases": {}, "errors": {}}
 
@@ -73,27 +74,34 @@ class Check:
         self.figures["elapsed_s"] = round(time.perf_counter() - self.started, 1)
         (self.out / "gpu_check.json").write_text(json.dumps(self.figures, indent=2, default=str) + "\n")
 
-    @contextlib.contextmanager
-    def phase(self, name: str) -> Iterator[dict]:
-        """A phase's figures go under phases[name]; its failure is recorded, not raised."""
+    def skips(self, name: str) -> str | None:
+        """Why a phase does not run, or None when it runs."""
+        if self.only and name not in self.only | NEEDED_BY_EVERY_PHASE:
+            return "skipped: not in --only"
         elapsed = time.perf_counter() - self.started
-        figures: dict = {}
         if elapsed > self.sizes.budget_s:
-            log.warning("skipping %s: %.0f s of the %.0f s budget spent", name, elapsed, self.sizes.budget_s)
-            self.figures["errors"][name] = "skipped: out of time"
+            return f"skipped: out of time ({elapsed:.0f} s of the {self.sizes.budget_s:.0f} s budget spent)"
+        return None
+
+    def run(self, name: str, work: Callable[[], dict]) -> dict | None:
+        """A phase's figures go under phases[name] and are saved; a skip or failure is recorded, not raised."""
+        skipped = self.skips(name)
+        if skipped:
+            log.warning("%s: %s", name, skipped)
+            self.figures["errors"][name] = skipped
             self.save()
-            yield figures
-            return
-        log.info("phase %s (at %.1f s)", name, elapsed)
+            return None
+        log.info("phase %s (at %.1f s)", name, time.perf_counter() - self.started)
         begun = time.perf_counter()
         try:
-            yield figures
+            figures = work()
         except Exception as exc:  # the next phase still runs; the record says what broke
             log.error("phase %s failed: %s", name, exc)
             self.figures["errors"][name] = "".join(traceback.format_exception(exc))[-3000:]
-        figures["phase_s"] = round(time.perf_counter() - begun, 2)
-        self.figures["phases"][name] = figures
+            figures = None
+        self.figures["phases"][name] = {**(figures or {}), "phase_s": round(time.perf_counter() - begun, 2)}
         self.save()
+        return figures
 
 
 def scratch_parent(sizes: Sizes) -> str | None:
@@ -155,17 +163,18 @@ def end_to_end(model: TempoModel, videos: dict[str, runs.Video], sizes: Sizes, c
     """Each video from its pixels to the last answer token, `repeats` times; the median run's figures."""
     config = runs.answer_config(sizes.answer_tokens)
     kept: dict[str, runs.Request] = {}
+
+    def measure(name: str, video: runs.Video) -> dict:
+        results = [runs.request(model, video, runs.QUESTION, config, keep_vision=True)
+                   for _ in range(sizes.repeats if name == "hour" else 1)]
+        run = kept[name] = median_run(results)
+        compressing = run.stages["vision"] + run.stages["compress"]
+        return {**run.figures(), "totals_s": [round(r.total_s, 4) for r in results], "segments": len(video.segments),
+                "segments_per_s": round(len(video.segments) / compressing, 2),
+                "memory_tokens_kept": run.finished.tokens_used}
+
     for name, video in videos.items():
-        with check.phase(name) as figures:
-            results = [runs.request(model, video, runs.QUESTION, config, keep_vision=True)
-                       for _ in range(sizes.repeats if name == "hour" else 1)]
-            run = kept[name] = median_run(results)
-            figures.update(run.figures())
-            figures["totals_s"] = [round(r.total_s, 4) for r in results]
-            figures["segments"] = len(video.segments)
-            compressing = run.stages["vision"] + run.stages["compress"]
-            figures["segments_per_s"] = round(len(video.segments) / compressing, 2)
-            figures["memory_tokens_kept"] = run.finished.tokens_used
+        check.run(name, lambda name=name, video=video: measure(name, video))
     return kept
 
 
@@ -213,12 +222,9 @@ def utilisation(model: TempoModel, hour: runs.Video, first: runs.Request, check:
     return {"flops": flops, "ceiling_tflops": tflops, **ceilings.utilisation(flops, first.figures()["stages"], tflops)}
 
 
-def cold(model: TempoModel, hour: runs.Video, first: runs.Request, sizes: Sizes, check: Check) -> dict:
-    """The cold call, with the fastest compiled package when one was built; its answer against the first one."""
-    decoding = check.figures["phases"].get("compiled", {})
-    best = decoding.get("fastest_compiled")
-    package = decoding["packages"][best.removeprefix("compiled_")]["path"] if best else None
-    figures = cold_call.cold_call(model, hour, sizes.answer_tokens, package)
+def cold(model: TempoModel, hour: runs.Video, first: runs.Request, sizes: Sizes) -> dict:
+    """The cold call with the shipped CUDA-graph step (compiled runs last); its answer against the first one."""
+    figures = cold_call.cold_call(model, hour, sizes.answer_tokens, None)
     figures["same_tokens"] = figures.pop("token_ids") == first.finished.token_ids
     return figures
 
@@ -227,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu.measure", description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="on the CPU with tiny sizes")
     parser.add_argument("--out", default=os.environ.get("OUT", "outputs/gpu-check"), help="default: $OUT")
+    parser.add_argument("--only", default=os.environ.get("GPU_CHECK_ONLY", ""),
+                        help="comma-separated phases to run (with the ones every phase needs); default: all")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -237,52 +245,52 @@ def main(argv: list[str] | None = None) -> int:
     if sizes.device == "cuda" and not torch.cuda.is_available():
         parser.error("no CUDA GPU here: run with --dry-run, or on a GPU machine")
     device = torch.device(sizes.device)
-    check = Check(sizes, out)
+    check = Check(sizes, out, frozenset(filter(None, args.only.split(","))))
     scratch = Path(tempfile.mkdtemp(prefix="tempo-gpu-check-", dir=scratch_parent(sizes)))
     os.environ.setdefault("TEMPO_CACHE", str(scratch / "cache"))
     try:
-        with check.phase("environment") as figures:
-            figures.update(environment(device))
-            check.figures["device"] = figures.get("gpu", "cpu")
-        with check.phase("conformance") as figures:
-            figures.update(conformance(sizes, device))
-        model = None
-        with check.phase("load") as figures:
-            model, loaded = load_model(sizes, device, scratch / "checkpoint")
-            figures.update(loaded)
+        found = check.run("environment", lambda: environment(device))
+        check.figures["device"] = (found or {}).get("gpu", "cpu")
+        check.run("conformance", lambda: conformance(sizes, device))
+        loaded: dict[str, TempoModel] = {}
+
+        def load() -> dict:
+            loaded["model"], figures = load_model(sizes, device, scratch / "checkpoint")
+            return figures
+
+        check.run("load", load)
         shutil.rmtree(scratch / "checkpoint", ignore_errors=True)
-        if model is None:
+        if "model" not in loaded:
             return 1
+        model = loaded["model"]
         sampling = SamplingConfig(max_frames=sizes.max_frames)
         videos: dict[str, runs.Video] = {}
-        with check.phase("videos") as figures:
+
+        def make_videos() -> dict:
             videos.update({name: runs.make_video(name, seconds, sampling, sizes.frame_size, model)
                            for name, seconds in VIDEOS.items()})
-            figures["segments"] = {name: len(video.segments) for name, video in videos.items()}
-            figures["patches_per_segment"] = videos["hour"].segments[0].pixel_rows.shape[0]
+            return {"segments": {name: len(video.segments) for name, video in videos.items()},
+                    "patches_per_segment": videos["hour"].segments[0].pixel_rows.shape[0]}
+
+        check.run("videos", make_videos)
         if len(videos) != len(VIDEOS):
             return 1
-        with check.phase("warm_up") as figures:
-            figures["total_s"] = runs.request(model, videos["ten_minutes"], runs.QUESTION,
-                                              runs.answer_config(4)).total_s
+        check.run("warm_up", lambda: {"total_s": runs.request(model, videos["ten_minutes"], runs.QUESTION,
+                                                                runs.answer_config(4)).total_s})
         first = end_to_end(model, videos, sizes, check)
         hour = videos["hour"]
         if "hour" in first:
-            with check.phase("follow_ups") as figures:
-                figures.update(follow_ups(model, hour, first["hour"], sizes))
-            with check.phase("decoding") as figures:
-                figures.update(fast_paths.decoding(model, hour, first["hour"], sizes.answer_tokens))
-            with check.phase("compiled") as figures:
-                figures.update(compiled_phase(model, hour, first["hour"], sizes, check, scratch / "packages"))
-            with check.phase("mfu") as figures:
-                figures.update(utilisation(model, hour, first["hour"], check))
-        with check.phase("compressor") as figures:
-            figures.update(fast_paths.compressor_batches(model, hour, sizes.micro_batches))
-        with check.phase("pixels") as figures:
-            figures.update(fast_paths.pixels_on_device(model, hour))
+            check.run("follow_ups", lambda: follow_ups(model, hour, first["hour"], sizes))
+            check.run("decoding", lambda: fast_paths.decoding(model, hour, first["hour"], sizes.answer_tokens))
+            check.run("mfu", lambda: utilisation(model, hour, first["hour"], check))
+        check.run("compressor", lambda: fast_paths.compressor_batches(model, hour, sizes.micro_batches))
+        check.run("pixels", lambda: fast_paths.pixels_on_device(model, hour))
         if "hour" in first:
-            with check.phase("cold_call") as figures:
-                figures.update(cold(model, hour, first["hour"], sizes, check))
+            check.run("cold_call", lambda: cold(model, hour, first["hour"], sizes))
+            # Last: building and loading AOT packages crashed the process once on an H100 (2026-11-26), and a
+            # crash here must not take the phases above with it.
+            check.run("compiled", lambda: compiled_phase(model, hour, first["hour"], sizes, check,
+                                                          scratch / "packages"))
     finally:
         headline(check.figures)
         check.figures["failed"] = verdicts(check.figures)
