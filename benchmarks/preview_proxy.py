@@ -69,7 +69,7 @@ def main() -> None:
     figures: dict = {"proxy_s": {}}
     clips = {"3 min": mpeg4_clip(180), "1 h": mpeg4_clip(3600)}
     for name, clip in clips.items():
-        assert not preview.browser_playable(clip)
+        assert not preview.browser_playable(clip, probe.read_headers(clip))
         figures["proxy_s"][name] = round(proxy_seconds(clip), 2)
         print(f"proxy of the {name} MPEG-4 Part 2 clip: {figures['proxy_s'][name]:.2f} s", flush=True)
 

@@ -49,11 +49,11 @@ def show_preview(server: Server, upload: object) -> Iterator[Updates]:
     except TempoError as exc:
         raise refusal(exc) from None
     try:  # nothing is opened for a preview that the analysis would refuse: the analysis says why
-        check_file(video, server.limits)
+        headers = check_file(video, server.limits)
     except TempoError:
         yield {"preview": None}
         return
-    if preview.browser_playable(video):
+    if preview.browser_playable(video, headers):
         yield {"preview": video}
         return
     workdir = tempfile.mkdtemp(prefix="tempo-app-")

@@ -15,6 +15,7 @@ import os
 import resource
 import subprocess
 from pathlib import Path
+from typing import Protocol
 
 from tempo.errors import VideoError
 
@@ -31,22 +32,24 @@ PROXY_TIMEOUT_S = 900
 PROXY_MEMORY_BYTES = 2 * 1024**3  # ffmpeg's data memory for a proxy
 
 
-def browser_playable(path: str | os.PathLike) -> bool:
-    """Whether browsers play this file as it is (container by content and suffix, codec, pixel format)."""
-    import av
+class Headers(Protocol):
+    """What a file's headers say that decides whether browsers play it (`tempo.engine.check_file` reads them)."""
 
+    @property
+    def container(self) -> str: ...
+    @property
+    def codec(self) -> str: ...
+    @property
+    def pixel_format(self) -> str | None: ...
+
+
+def browser_playable(path: str | os.PathLike, headers: Headers) -> bool:
+    """Whether browsers play this file as it is, from its headers (container by content and suffix, codec, pixel
+    format) as the analysis read them."""
     suffix = Path(path).suffix.lower()
-    try:
-        with av.open(os.fspath(path)) as container:
-            if not container.streams.video:
-                return False
-            stream = container.streams.video[0]
-            codec, pixels, formats = stream.codec_context.name, stream.codec_context.format, container.format.name
-    except Exception:  # unreadable here means unplayable there; the analysis gives the precise message
-        return False
-    container_matches = "mp4" in formats if suffix in (".mp4", ".m4v") else "webm" in formats
-    return ((suffix, codec) in PLAYABLE and container_matches
-            and (codec != "h264" or (pixels is not None and pixels.name in PLAYABLE_PIXELS)))
+    container_matches = "mp4" in headers.container if suffix in (".mp4", ".m4v") else "webm" in headers.container
+    return ((suffix, headers.codec) in PLAYABLE and container_matches
+            and (headers.codec != "h264" or headers.pixel_format in PLAYABLE_PIXELS))
 
 
 def proxy_size(width: int, height: int, edge: int = PROXY_EDGE) -> tuple[int, int]:

@@ -21,6 +21,7 @@ from gradio_client.exceptions import AppError
 
 import tempo
 from demo import html, preview
+from tempo.video import probe
 from demo.server import NOT_UPLOADED, Server
 
 QUESTION = "What moves across the screen?"
@@ -151,13 +152,16 @@ def video_stream(path: Path) -> tuple[str, str, int, int, int]:
         return context.name, context.format.name, context.width, context.height, frames
 
 
+def playable(path) -> bool:
+    return preview.browser_playable(path, probe.read_headers(path))
+
+
 def test_browsers_play_h264_but_not_mpeg4_part2_hevc_like_files_or_webm_named_mp4(hostile_media, fixtures):
-    assert preview.browser_playable(fixtures / "videos" / "bikes.mp4")
-    assert preview.browser_playable(hostile_media["two_seconds.mp4"])
-    assert not preview.browser_playable(hostile_media["mpeg4_part2.mp4"])
-    assert not preview.browser_playable(hostile_media["vp9_named.mp4"])  # WebM content with an .mp4 name
-    assert not preview.browser_playable(hostile_media["odd_333x199.mp4"])  # H.264 4:4:4
-    assert not preview.browser_playable(hostile_media["notes.mp4"])
+    assert playable(fixtures / "videos" / "bikes.mp4")
+    assert playable(hostile_media["two_seconds.mp4"])
+    assert not playable(hostile_media["mpeg4_part2.mp4"])
+    assert not playable(hostile_media["vp9_named.mp4"])  # WebM content with an .mp4 name
+    assert not playable(hostile_media["odd_333x199.mp4"])  # H.264 4:4:4
 
 
 def test_the_proxy_is_small_h264_that_browsers_play(hostile_media, tmp_path):
@@ -165,7 +169,7 @@ def test_the_proxy_is_small_h264_that_browsers_play(hostile_media, tmp_path):
     codec, pixels, width, height, frames = video_stream(proxy)
     assert (codec, pixels, width, height) == ("h264", "yuv420p", 160, 120)
     assert frames == 20  # 2 s at 10 fps: full motion for a short clip
-    assert preview.browser_playable(proxy)
+    assert playable(proxy)
 
 
 def test_long_videos_get_a_key_frame_proxy_and_big_ones_shrink(hostile_media, tmp_path, monkeypatch):
@@ -188,3 +192,22 @@ def test_the_page_says_what_tempo_tiny_knows(fixture_model):
     tiny = tempo.from_pretrained(device="cpu")
     assert "only knows its synthetic world" in html.header_html(tiny)
     assert "synthetic world" not in html.header_html(fixture_model)
+
+
+def test_a_video_s_headers_are_read_once_for_its_preview_its_questions_and_a_segment(monkeypatch):
+    """The preview, a question, a follow-up and a segment click all read the file's headers through one reading,
+    kept while the file is unchanged."""
+    from demo import handlers
+
+    reads = []
+    read = probe.read_headers
+    monkeypatch.setattr(probe, "read_headers", lambda path: reads.append(path) or read(path))
+    probe._probes.clear()
+    server = Server(tempo.from_pretrained(device="cpu"), tempo.Limits())
+    entry = json.loads((ROOT / "examples" / "examples.json").read_text(encoding="utf-8"))[0]
+    video = {"path": str(ROOT / "examples" / entry["video"])}
+    list(handlers.show_preview(server, video))
+    for question in (entry["question"], "What moves?"):
+        list(handlers.analyze(server, video, question, max_new_tokens=4))
+    handlers.segment_view(server, video, entry["question"], {"segment": 1}, max_new_tokens=4)
+    assert len(reads) == 1

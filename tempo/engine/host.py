@@ -51,9 +51,11 @@ def checked(model: TempoModel, question: str, config: RunConfig | None) -> tuple
     return config, check_question(question, config.limits.max_question_chars)
 
 
-def check_file(video: str | os.PathLike, limits: Limits) -> None:
-    """`video`'s container and bitstream headers against the limits; nothing is decoded."""
-    probe.check(probe.probe(video), limits)
+def check_file(video: str | os.PathLike, limits: Limits) -> probe.Probe:
+    """`video`'s container and bitstream headers, checked against the limits; nothing is decoded."""
+    headers = probe.probe(video)
+    probe.check(headers, limits)
+    return headers
 
 
 def check_size(size: int, limits: Limits) -> None:

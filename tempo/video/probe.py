@@ -3,12 +3,15 @@
 PyAV reads the container's headers with every decoder told to skip every frame, so a file that claims giant
 frames costs nothing to ask. Besides the container's own frame size, the bitstream's headers are read where they
 can say something else: an H.264 sequence parameter set, an MPEG-4 Part 2 video object layer, a JPEG frame header.
-`check` refuses, with the numbers, what is over the limits.
+`check` refuses, with the numbers, what is over the limits. A file's headers are read once while it stays the same
+file (path, size and modification time): the preview, the question and its follow-ups share that reading.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from ..config import Limits
@@ -17,6 +20,7 @@ from ..times import length
 
 SKIP_ALL = {"skip_frame": "all", "threads": "1"}  # open each stream's decoder without decoding anything
 MAX_STREAMS = 64
+PROBES_KEPT = 256  # files whose headers are remembered, the least recently asked about leaving first
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,7 @@ class Probe:
     height: int
     claimed: tuple[int, int] | None  # (width, height) the bitstream's own headers claim, where they were read
     duration: float  # seconds; 0 when the headers do not say
+    pixel_format: str | None = None  # the decoder's pixel format, e.g. yuv420p, where the headers say
 
     @property
     def largest(self) -> tuple[int, int]:
@@ -37,8 +42,28 @@ class Probe:
         return max(sizes, key=lambda size: size[0] * size[1])
 
 
+_probes: OrderedDict[tuple[str, int, int], Probe] = OrderedDict()
+_probes_lock = threading.Lock()
+
+
 def probe(path: str | os.PathLike) -> Probe:
-    """Read `path`'s headers; VideoError if they are not a video's."""
+    """`path`'s headers, read once while the file is unchanged; VideoError if they are not a video's."""
+    stat = os.stat(path)
+    key = (os.path.realpath(path), stat.st_size, stat.st_mtime_ns)
+    with _probes_lock:
+        if key in _probes:
+            _probes.move_to_end(key)
+            return _probes[key]
+    read = read_headers(path)
+    with _probes_lock:
+        _probes[key] = read
+        while len(_probes) > PROBES_KEPT:
+            _probes.popitem(last=False)
+    return read
+
+
+def read_headers(path: str | os.PathLike) -> Probe:
+    """Read `path`'s headers now; VideoError if they are not a video's."""
     import av
 
     name = os.path.basename(os.fspath(path))
@@ -56,7 +81,8 @@ def probe(path: str | os.PathLike) -> Probe:
             if not duration and stream.duration and stream.time_base:
                 duration = float(stream.duration * stream.time_base)
             return Probe(container.format.name, context.name, context.width, context.height,
-                         claimed_size(context.name, extradata) or claimed_size(context.name, first), duration)
+                         claimed_size(context.name, extradata) or claimed_size(context.name, first), duration,
+                         pixel_format(context.name, extradata) or pixel_format(context.name, first))
     except VideoError:
         raise
     except Exception as exc:  # PyAV raises many kinds of error for files that are not videos
@@ -122,6 +148,39 @@ def claimed_size(codec: str, data: bytes) -> tuple[int, int] | None:
         return parse(data)
     except (IndexError, ValueError):  # a damaged header says nothing we can use
         return None
+
+
+def pixel_format(codec: str, data: bytes) -> str | None:
+    """The pixel format an H.264 stream's sequence parameter set states (chroma sampling and bit depth), e.g.
+    yuv420p; None for other codecs, or when no header says (the decoder is not asked: it would decode)."""
+    if codec != "h264" or not data:
+        return None
+    try:
+        return h264_pixel_format(data)
+    except (IndexError, ValueError):
+        return None
+
+
+def h264_pixel_format(data: bytes) -> str | None:
+    """Chroma format and luma bit depth from the first sequence parameter set (ITU-T H.264, 7.3.2.1.1): profiles
+    below High state neither and are 4:2:0 at 8 bits."""
+    sps = next((unit for unit in _nal_units(data) if unit and unit[0] & 0x1F == 7), None)
+    if sps is None:
+        return None
+    bits = Bits(sps[1:].replace(b"\x00\x00\x03", b"\x00\x00"))
+    profile = bits.u(8)
+    bits.u(16)  # constraint flags, level
+    bits.ue()  # seq_parameter_set_id
+    chroma, depth = 1, 8
+    if profile in HIGH_PROFILES:
+        chroma = bits.ue()
+        if chroma == 3:
+            bits.u(1)  # separate_colour_plane_flag
+        depth = bits.ue() + 8
+    layout = {0: "gray", 1: "yuv420p", 2: "yuv422p", 3: "yuv444p"}.get(chroma)
+    if layout is None:
+        return None
+    return layout if depth == 8 else f"{layout}{depth}le"
 
 
 def _nal_units(data: bytes) -> list[bytes]:
