@@ -3,6 +3,7 @@ turn shows its timeline, filmstrip and key frames again; the chat's messages are
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -12,9 +13,11 @@ from tempo.events import Finished
 from tempo.model.prompts import Exchange
 from tempo.render.progress import RunProgress
 from tempo.render.report import Asked, Truth, filmstrip_html
+from tempo.render.text import answer_text
 from tempo.render.timeline import timeline_figure
+from tempo.times import clock, span
 
-from .html import key_frames_html, looked_html, pending_html, question_html, turn_html
+from .html import key_frames_html, looked_html, pending_html, question_html, seekable
 
 MAX_TURNS = 24  # a conversation keeps its latest turns (each holds its run's thumbnails)
 
@@ -109,3 +112,29 @@ def messages(conversation: Conversation | None, asking: str | None = None, parti
         shown += [{"role": "user", "content": question_html(asking)},
                   {"role": "assistant", "content": pending_html(partial)}]
     return shown
+
+
+def turn_html(index: int, turn: Turn, selected: bool) -> str:
+    """A turn's reply in the chat: the answer with clickable times, where the compressor looked, how it was
+    allocated, and for an example whether it is right. `data-turn` lets a click show the turn's run again."""
+    result = turn.result
+    verdict = ""
+    if turn.truth is not None:
+        mark = "right" if turn.truth.correct else "wrong"
+        verdict = (f"<div class='tempo-verdict {mark}'>{'✓' if turn.truth.correct else '✗'} expected "
+                   f"{seekable(turn.truth.expected)}</div>")
+    meta = (f"{html.escape(turn.label)} · {result.tokens_used:,} tokens · {result.timings.get('total', 0.0):.1f} s"
+            + (" · compression from the cache" if turn.cached else "") + memory_text(result, turn.remembers)
+            + (f" · over {span(*result.video.window)} of {clock(result.video.duration)}" if result.video.window
+               else "") + (f" · zoomed in, as {result.zoom.reason}" if result.zoom else ""))
+    return (f"<div class='tempo-turn{' selected' if selected else ''}' data-turn='{index}'>"
+            f"<div class='tempo-reply'>{seekable(answer_text(result.answer), result.video.duration)}</div>{verdict}"
+            f"{turn.looked}<div class='tempo-meta'>{meta}</div></div>")
+
+
+def memory_text(result: Finished, remembers: bool) -> str:
+    """What of the conversation the model read with this question (nothing to say for a model that reads none)."""
+    if not remembers or not (result.history_used or result.history_dropped):
+        return ""
+    text = f" · read with {result.history_used} earlier turn{'s' * (result.history_used != 1)}"
+    return text + (f" ({result.history_dropped} older left out)" if result.history_dropped else "")

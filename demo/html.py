@@ -8,7 +8,6 @@ import html
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tempo.allocation import scaled_relevance
 from tempo.analysis import SegmentLook, most_relevant
@@ -19,9 +18,6 @@ from tempo.render.report import Truth, data_uri
 from tempo.render.text import answer_text, timings_text
 from tempo.render.timeline import point_field, relevance_text
 from tempo.times import clock, span, time_mentions
-
-if TYPE_CHECKING:
-    from .chat import Turn  # chat makes its messages here
 
 LOOKED_AT = 3  # segments shown as where the compressor looked
 LOOK_EDGE = 96  # their thumbnails' long edge
@@ -237,32 +233,6 @@ def looked_html(segments: Sequence[Segment], count: int = LOOKED_AT) -> str:
     return ("<div class='tempo-looked'><div class='caption'>Where the compressor looked before the decoder answered "
             "(relevance scaled as ATA reads it: 1 = its most relevant segment):</div>" + "".join(cells)
             + "</div>") if cells else ""
-
-
-def turn_html(index: int, turn: Turn, selected: bool) -> str:
-    """A turn's reply in the chat: the answer with clickable times, where the compressor looked, how it was
-    allocated, and for an example whether it is right. `data-turn` lets a click show the turn's run again."""
-    result = turn.result
-    verdict = ""
-    if turn.truth is not None:
-        mark = "right" if turn.truth.correct else "wrong"
-        verdict = (f"<div class='tempo-verdict {mark}'>{'✓' if turn.truth.correct else '✗'} expected "
-                   f"{seekable(turn.truth.expected)}</div>")
-    meta = (f"{html.escape(turn.label)} · {result.tokens_used:,} tokens · {result.timings.get('total', 0.0):.1f} s"
-            + (" · compression from the cache" if turn.cached else "") + memory_text(result, turn.remembers)
-            + (f" · over {span(*result.video.window)} of {clock(result.video.duration)}" if result.video.window
-               else "") + (f" · zoomed in, as {result.zoom.reason}" if result.zoom else ""))
-    return (f"<div class='tempo-turn{' selected' if selected else ''}' data-turn='{index}'>"
-            f"<div class='tempo-reply'>{seekable(answer_text(result.answer), result.video.duration)}</div>{verdict}"
-            f"{turn.looked}<div class='tempo-meta'>{meta}</div></div>")
-
-
-def memory_text(result: Finished, remembers: bool) -> str:
-    """What of the conversation the model read with this question (nothing to say for a model that reads none)."""
-    if not remembers or not (result.history_used or result.history_dropped):
-        return ""
-    text = f" · read with {result.history_used} earlier turn{'s' * (result.history_used != 1)}"
-    return text + (f" ({result.history_dropped} older left out)" if result.history_dropped else "")
 
 
 def pending_html(partial: str) -> str:
