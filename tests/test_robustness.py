@@ -305,9 +305,9 @@ def raw_answer(url: str, body: bytes) -> tuple[str, object]:
 
 def answer_body(video: dict, question: str = json.dumps(QUESTION), budget: str = "8192",
                 temperature: str = "0") -> bytes:
-    # video, question, max_frames, budget, k_min, strategy, truncation, temperature, max_new_tokens, start, end
+    # video, question, max_frames, budget, k_min, strategy, truncation, temperature, max_new_tokens, start, end, zoom
     return (f'{{"data": [{json.dumps(video)}, {question}, 1024, {budget}, 4, "ata", "head", {temperature}, 4, '
-            f'"", ""]}}').encode()
+            f'"", "", "off"]}}').encode()
 
 
 @pytest.mark.parametrize("question, budget, temperature, outcome", [

@@ -162,7 +162,8 @@ def test_v4_and_v5_stages_6_and_7_go_on_from_v3_s_state_file(tmp_path):
     assert "interval and order, own video" not in seventh["reading_before"]  # stage 8's (test_tiny_v5)
     training_log = json.load(open(tmp_path / "seven" / "training_log.json"))
     assert list(training_log["stages"]) == [str(n) for n in range(1, 8)]  # v3's logs came with its state
-    assert training_log["recipe"].startswith("Tempo-Tiny v4")
+    assert training_log["recipe"].startswith("Tempo-Tiny v5")  # stage 6 is v4's, 7 v5's first
+    assert json.load(open(tmp_path / "six" / "training_log.json"))["recipe"].startswith("Tempo-Tiny v4")
     model = tempo.from_pretrained(str(tmp_path / "seven"), device="cpu")  # a loadable checkpoint, as shipped
     assert len(model.decoder.lm.model.layers) == 3 and model.spec.repetition_guard
 
