@@ -10,7 +10,7 @@ OVERLAYS := .overlays
 PILLOW_13          := pillow>=13,<14
 OLDEST_TRANSFORMERS := transformers==5.20.2
 
-.PHONY: demo test suite matrix browser conformance clean
+.PHONY: demo test check suite matrix browser conformance clean
 
 $(STAMP): requirements.txt requirements-dev.txt constraints-cpu.txt
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,12 @@ browser:
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
-test: suite matrix
+test: check suite matrix
+
+# Lint and import order (ruff; pyproject.toml's [tool.ruff]) and types (mypy on tempo/ and demo/).
+check: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 # The engines the suite tests Tempo in (pyproject's extras tempo[lmms] and tempo[ray]), with tempo itself installed
 # editable so that lmms-eval finds `--model tempo` through its entry point. Neither extra names torch, and the

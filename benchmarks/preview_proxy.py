@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 import tempo  # noqa: E402
 from demo import preview  # noqa: E402
+from tempo.video import probe  # noqa: E402
 
 QUESTION = "When does the star appear?"
 

@@ -20,9 +20,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Iterator
+from typing import Any
 
 import numpy as np
 import psutil
@@ -30,14 +31,13 @@ import torch
 from PIL import Image
 
 from .config import GenerationConfig, RunConfig, SamplingConfig
-from .events import AllocationDone, Finished, SegmentCompressed
 from .engine import VideoCache, run
 from .engine.steps import EncodedSegment, compress_batch, open_decoder, respond
-from .events import Compression
+from .events import AllocationDone, Compression, Finished, SegmentCompressed
 from .model import TempoModel, from_pretrained
-from .video.patches import PatchGeometry, clip_size, frame_size, normalize, patchify, resize_frames
 from .timing import Timer
 from .video import VideoInfo, long_edge_size, open_video, sandbox, uniform_plan
+from .video.patches import PatchGeometry, clip_size, frame_size, normalize, patchify, resize_frames
 from .video.segments import video_plan
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ class PeakMemory:
         return self.process.memory_info().rss
 
     @contextmanager
-    def measure(self) -> Iterator["PeakMemory"]:
+    def measure(self) -> Iterator[PeakMemory]:
         release_memory()
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
@@ -97,7 +97,7 @@ def release_memory() -> None:
 
 @contextmanager
 def stopwatch() -> Iterator[dict]:
-    result = {}
+    result: dict[str, float] = {}
     start = time.perf_counter()
     try:
         yield result
@@ -166,6 +166,7 @@ def reference_answer(model: TempoModel, path: str, question: str, config: RunCon
     probed, _ = video_plan(open_video(path), config.sampling)
     compression = Compression(question, probed, plan, list(memories), relevance)
     finished = list(respond(model, compression, config, Timer()))[-1]
+    assert isinstance(finished, Finished)  # a response ends with its Finished event
     return {"first_segment_s": first_result, "total_s": time.perf_counter() - started, "answer": finished.answer,
             "tokens": [s.tokens for s in finished.segments]}
 
@@ -201,7 +202,7 @@ def compressor_peak(model: TempoModel, path: str, max_frames: int, memory: PeakM
         for event in events:
             if isinstance(event, AllocationDone):
                 break
-        events.close()
+        events.close()  # type: ignore[attr-defined]  # run returns a generator
     return memory.peak
 
 
@@ -250,7 +251,8 @@ def ratios(figures: dict) -> dict:
         "fast_seek_speedup": ours["first"]["total_s"] / ours["fast_seek"]["total_s"],
         "memory_128_vs_16": peaks[128] / max(peaks[16], 1e-9),
         "isolated_preprocess_cost": figures["isolated"]["tensors_s"] / ours["tensors_s"],
-        "isolated_first_segment_cost": figures["isolated"]["first"]["first_segment_s"] / ours["first"]["first_segment_s"],
+        "isolated_first_segment_cost": (figures["isolated"]["first"]["first_segment_s"]
+                                        / ours["first"]["first_segment_s"]),
     }
 
 
@@ -258,7 +260,7 @@ def table(name: str, figures: dict) -> str:
     ours, reference, r = figures["ours"], figures["reference"], ratios(figures)
     rows = [
         ("file -> compressor-ready tensors (s)", reference["tensors_s"], ours["tensors_s"], r["preprocess_speedup"]),
-        ("peak memory of that stage (MB)", reference["tensors_peak_mb"], ours["tensors_peak_mb"],
+        ("peak memory of that step (MB)", reference["tensors_peak_mb"], ours["tensors_peak_mb"],
          r["preprocess_rss_reduction"]),
         ("first segment result (s)", reference["first"]["first_segment_s"], ours["first"]["first_segment_s"],
          reference["first"]["first_segment_s"] / ours["first"]["first_segment_s"]),
@@ -280,7 +282,8 @@ def table(name: str, figures: dict) -> str:
                  f"({r['memory_128_vs_16']:.2f}x)")
     cached, uncached = ours["follow_up"], ours["follow_up_uncached"]
     same = (cached["answer"], cached["tokens"]) == (uncached["answer"], uncached["tokens"])
-    lines.append(f"follow-up from the cache: {'the same' if same else 'NOT the same'} allocation and answer as uncached")
+    verdict = "the same" if same else "NOT the same"
+    lines.append(f"follow-up from the cache: {verdict} allocation and answer as uncached")
     start, end = figures["load_average"]
     lines.append(f"load average (1 min) at the start and the end: {start:.1f}, {end:.1f} on {os.cpu_count()} cores")
     return "\n".join(lines)
@@ -306,8 +309,8 @@ def main(argv: list[str] | None = None) -> int:
         chosen = {"10-minute": 600} if args.quick else VIDEOS
         videos = {name: make_video(os.path.join(cache, f"testsrc2-720p30-{seconds}s.mp4"), seconds)
                   for name, seconds in chosen.items()}
-    report = {"device": str(model.device), "model": model.spec.name, "cores": len(os.sched_getaffinity(0)),
-              "videos": {}}
+    report: dict[str, Any] = {"device": str(model.device), "model": model.spec.name,
+                              "cores": len(os.sched_getaffinity(0)), "videos": {}}
     for name, path in videos.items():
         log.info("benchmarking %s", name)
         figures = bench_video(model, path, memory)

@@ -1,4 +1,4 @@
-"""Run-time settings, grouped by pipeline stage, and the one table of the settings people choose.
+"""Run-time settings, grouped by the part of the pipeline they tune, and the one table of settings people choose.
 
 The dataclasses hold every default (the paper's / the released inference defaults). `SETTINGS` declares each
 user-facing setting once -- its type, range, unit and help -- and the page's controls, the API's parameters, the

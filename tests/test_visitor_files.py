@@ -21,8 +21,8 @@ from gradio_client.exceptions import AppError
 
 import tempo
 from demo import html, preview
-from tempo.video import probe
 from demo.server import NOT_UPLOADED, Server
+from tempo.video import probe
 
 QUESTION = "What moves across the screen?"
 SETTINGS = dict(max_new_tokens=4)

@@ -1,10 +1,28 @@
 """Video file -> the frames Tempo samples: the sampling plan, the readers that decode it, streaming on worker
 threads, and the released resize chain into the compressor's patch rows."""
 
-from .readers import (DecordReader, FrameReader, KeyframeReader, PyAVReader, SparseReader, decode_workers, is_long,
-                      open_sparse, open_video, plan_sampling)
-from .sampling import (SamplingPlan, VideoInfo, keyframe_plan, long_edge_size, sample_frame_indices, sampled_fps,
-                       segment_ranges, uniform_plan)
+from .readers import (
+                      DecordReader,
+                      FrameReader,
+                      KeyframeReader,
+                      PyAVReader,
+                      SparseReader,
+                      decode_workers,
+                      is_long,
+                      open_sparse,
+                      open_video,
+                      plan_sampling,
+)
+from .sampling import (
+                      SamplingPlan,
+                      VideoInfo,
+                      keyframe_plan,
+                      long_edge_size,
+                      sample_frame_indices,
+                      sampled_fps,
+                      segment_ranges,
+                      uniform_plan,
+)
 
 __all__ = [
     "DecordReader", "FrameReader", "KeyframeReader", "PyAVReader", "SparseReader", "decode_workers", "is_long",

@@ -8,7 +8,7 @@ import bisect
 import heapq
 import os
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 
 class WrongReader(Exception):
@@ -77,6 +77,8 @@ class FrameTimes:
             return self.keyframes[at - 1] if at else None
 
     def _read_packet(self) -> None:
+        if self._packets is None:
+            return
         packet = next(self._packets, None)
         if packet is None:  # the end: every time read is final
             self._packets = None

@@ -49,7 +49,7 @@ class PatchGeometry:
         return self.patch_size * self.merge_size
 
     @classmethod
-    def from_processor_config(cls, config: dict) -> "PatchGeometry":
+    def from_processor_config(cls, config: dict) -> PatchGeometry:
         return cls(
             patch_size=int(config.get("patch_size", 16)),
             temporal_patch_size=int(config.get("temporal_patch_size", 2)),

@@ -68,7 +68,7 @@ def read_headers(path: str | os.PathLike) -> Probe:
 
     name = os.path.basename(os.fspath(path))
     try:
-        with av.open(os.fspath(path), stream_options=[SKIP_ALL] * MAX_STREAMS) as container:
+        with av.open(os.fspath(path), stream_options=[SKIP_ALL] * MAX_STREAMS) as container:  # type: ignore[list-item]
             if not container.streams.video:
                 raise VideoError(f"{name} has no video stream (is it an audio file?).")
             stream = container.streams.video[0]

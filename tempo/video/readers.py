@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 import math
 import os
-from typing import Generator, Iterator, Protocol, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -323,8 +324,12 @@ def open_video(path: str | os.PathLike, keyframes_only: bool = False, long_edge:
         if sparse is not None:
             return sparse
     errors = []
-    openers = {"KeyframeReader": lambda: KeyframeReader(path, long_edge, max_pixels)} if keyframes_only else \
-        {"DecordReader": lambda: DecordReader(path, max_pixels), "PyAVReader": lambda: PyAVReader(path, max_pixels)}
+    openers: dict[str, Callable[[], FrameReader]]
+    if keyframes_only:
+        openers = {"KeyframeReader": lambda: KeyframeReader(path, long_edge, max_pixels)}
+    else:
+        openers = {"DecordReader": lambda: DecordReader(path, max_pixels),
+                   "PyAVReader": lambda: PyAVReader(path, max_pixels)}
     if not decord:
         openers.pop("DecordReader", None)
     for reader_name, opener in openers.items():

@@ -20,20 +20,19 @@ import queue
 import resource
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing import resource_tracker, shared_memory
-from typing import Iterator
 
 import numpy as np
 import torch
 
 from ..config import Limits, SamplingConfig
 from ..errors import TempoError, VideoError
-from .sampling import VideoProbed
 from ..timing import Timer
 from .patches import PatchGeometry
 from .readers import open_video
-from .sampling import SamplingPlan
+from .sampling import SamplingPlan, VideoProbed
 from .segments import PreparedSegment, prepare_segments, video_plan
 
 log = logging.getLogger(__name__)
@@ -65,7 +64,7 @@ class Segment:
 
     index: int
     slot: int | None
-    rows: object
+    rows: np.ndarray | tuple[int, ...]  # the pixels, or their shape when they are in a slot
     grid: tuple[int, int, int]
     thumbnail: np.ndarray
     shown: int
@@ -73,7 +72,7 @@ class Segment:
 
 @dataclass(frozen=True)
 class Done:
-    totals: dict[str, float]  # the child's stage times
+    totals: dict[str, float]  # the child's timings
 
 
 @dataclass(frozen=True)
@@ -100,9 +99,9 @@ class Stalled:
 Message = Planned | SlotsMade | Segment | Done | Refused | Failed | Exited | Stalled
 
 
-def context() -> multiprocessing.context.BaseContext:
+def context() -> multiprocessing.context.ForkServerContext:
     """Multiprocessing through a fork server that has imported this module (so the decoders) once."""
-    ctx = multiprocessing.get_context("forkserver")
+    ctx: multiprocessing.context.ForkServerContext = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload([__name__])
     return ctx
 
@@ -122,7 +121,7 @@ def without_main_script() -> Iterator[None]:
         main.__spec__ = spec
 
 
-def start(process: multiprocessing.Process) -> None:
+def start(process: multiprocessing.process.BaseProcess) -> None:
     with without_main_script():
         process.start()
 
@@ -139,7 +138,7 @@ class Ring:
 
     def __init__(self, results, free, slot_bytes: int):
         self.memory = shared_memory.SharedMemory(create=True, size=SLOTS * slot_bytes)
-        resource_tracker.unregister(self.memory._name, "shared_memory")  # the parent unlinks it, at once
+        resource_tracker.unregister(self.memory._name, "shared_memory")  # type: ignore[attr-defined]  # the parent unlinks it, at once
         self.slots = np.ndarray((SLOTS, slot_bytes), np.uint8, self.memory.buf)
         self.free = free
         results.put(SlotsMade(self.memory.name, slot_bytes))
@@ -229,6 +228,7 @@ class SandboxedDecoder:
     def _segment(self, segment: Segment) -> PreparedSegment:
         rows = segment.rows
         if segment.slot is not None:  # rows is the shape; the pixels are in the slot, copied out before it is reused
+            assert self.slots is not None and isinstance(rows, tuple)  # the slots are made before the first segment
             count = int(np.prod(rows))
             rows = self.slots[segment.slot, :count].reshape(rows).copy()
             self.free.put(segment.slot)

@@ -5,21 +5,21 @@ threads) or in a child process a server can kill (`sandbox.SandboxedDecoder`).""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
-from typing import Iterator, Protocol
+from typing import Protocol
 
 import cv2
 import numpy as np
 import torch
 
 from ..config import Limits, SamplingConfig
-from .sampling import VideoProbed
 from ..timing import Timer
 from .patches import PatchGeometry, fit_long_edge, model_frames, patchify
 from .readers import FrameReader, SparseReader, decode_workers, is_long, open_sparse, open_video, plan_sampling
 from .resample import resize
-from .sampling import SamplingPlan, long_edge_size
+from .sampling import SamplingPlan, VideoProbed, long_edge_size
 from .stream import segment_stream
 
 THUMBNAIL_EDGE = 320
@@ -130,6 +130,8 @@ class LocalDecoder:
 
     def segments(self) -> Iterator[PreparedSegment]:
         reader, self.reader = self.reader, None  # the first decoding worker owns it now
+        if reader is None:
+            raise RuntimeError("a video's segments can be read once")
         return prepare_segments(self.path, reader, self.plan, self.sampling, self.geometry, self.timer)
 
     def close(self) -> None:

@@ -13,8 +13,9 @@ import contextlib
 import logging
 import queue
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, ContextManager, Iterator, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -42,11 +43,11 @@ def damaged(plan: SamplingPlan, segment: int) -> VideoError:
 
 def segment_stream(plan: SamplingPlan, readers: list[Callable[[], FrameReader]],
                    prepare: Callable[[int, list[np.ndarray]], Item],
-                   stage: Callable[[str], ContextManager] = lambda name: contextlib.nullcontext(),
+                   timed: Callable[[str], contextlib.AbstractContextManager] = lambda name: contextlib.nullcontext(),
                    chunk: int = 4, reduce: Callable[[np.ndarray], np.ndarray] | None = None) -> Iterator[Item]:
     """`prepare(segment_index, frames)` for every segment in order, using one worker per reader factory;
-    decoding is timed under `stage("decode")`. `reduce` takes each frame as it is decoded (timed under
-    `stage("preprocess")`), so that a worker holds one decoded frame at a time, not a segment's."""
+    decoding is timed under `timed("decode")`. `reduce` takes each frame as it is decoded (timed under
+    `timed("preprocess")`), so that a worker holds one decoded frame at a time, not a segment's."""
     chunks = [range(start, min(start + chunk, len(plan.segments))) for start in range(0, len(plan.segments), chunk)]
     workers = max(1, min(len(readers), len(chunks)))
     queues: list[queue.Queue] = [queue.Queue(maxsize=chunk) for _ in range(workers)]
@@ -76,12 +77,12 @@ def segment_stream(plan: SamplingPlan, readers: list[Callable[[], FrameReader]],
                 for segment in segments:
                     decoded = []
                     for _ in plan.segments[segment]:
-                        with stage("decode"):
+                        with timed("decode"):
                             frame = next(frames, None)
                         if frame is None:
                             raise EOFError("the reader ran out of frames")
                         if reduce is not None:
-                            with stage("preprocess"):
+                            with timed("preprocess"):
                                 frame = reduce(frame)
                         decoded.append(frame)
                     item = prepare(segment, decoded)
