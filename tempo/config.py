@@ -158,7 +158,7 @@ class RunConfig:
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     limits: Limits = field(default_factory=Limits)
     micro_batch: int | None = None  # None: where the model runs decides (the settings table's `where`)
-    zoom: str = "off"  # a value of Zoom: answer from the whole video, or look closer first (engine.zoom)
+    zoom: str = "auto"  # a value of Zoom; auto looks closer for "when" questions (experiments/tiny-v5: +11.7 points)
     context_length: int | None = None  # None: the checkpoint's tokenizer_model_max_length
 
     def summary(self, budget: int) -> dict[str, object]:
