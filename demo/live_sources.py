@@ -29,7 +29,7 @@ SYNTHETIC = "synthetic"
 HALTED_KEPT = 10_000  # owners remembered as stopped (the oldest forgotten first)
 # Why ZeroGPU gets no live mode, in the page's and the API's words (numbers: docs/live.md, `zerogpu_live_cost`).
 NOT_ON_ZEROGPU = ("Live mode needs dedicated hardware: on ZeroGPU every segment would be a GPU call of its own, "
-                  "whose start alone takes about as long as the 4 s of stream it scores, so a visitor's daily "
+                  "whose start alone (about 5 s) outlasts the 4 s of stream it scores, so a visitor's daily "
                   "minutes would last about {minutes:.0f} minutes of stream; run this Space on a GPU or CPU of its "
                   "own.")
 
