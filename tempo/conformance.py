@@ -27,7 +27,7 @@ import torch
 from safetensors.torch import load, load_file
 
 from .allocation import Strategy, adaptive_token_allocation, allocate
-from .config import AllocationConfig, GenerationConfig, RunConfig, SamplingConfig
+from .config import AllocationConfig, GenerationConfig, RunConfig, SamplingConfig, Zoom
 from .engine import run
 from .engine.steps import compress_batch, encode_batch, micro_batches
 from .errors import InputError, TempoError
@@ -318,7 +318,7 @@ def check_pipeline(case: Case, model: TempoModel, expected_tokens: list[int], re
     allocation = AllocationConfig(budget=recorded["visual_token_budget"], k_min=recorded["k_min"],
                                   strategy=case.strategy)
     config = RunConfig(sampling=case.sampling, allocation=allocation, generation=greedy,
-                       context_length=recorded["tokenizer_model_max_length"])
+                       context_length=recorded["tokenizer_model_max_length"], zoom=Zoom.OFF.value)  # as released
     events = list(run(model, case.video, case.query, config))
     finished = events[-1]
     if not isinstance(finished, Finished):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from tempo.config import GenerationConfig, RunConfig, SamplingConfig
+from tempo.config import GenerationConfig, RunConfig, SamplingConfig, Zoom
 from tempo.engine import Job, execute
 from tempo.engine.steps import EncodedSegment, compress_batch, encode_batch, micro_batches
 from tempo.events import AllocationDone, AnswerToken, Compressed, Compression, Finished, SegmentCompressed, VideoProbed
@@ -107,7 +107,8 @@ class Request:
 def answer_config(tokens: int, micro_batch: int | None = None) -> RunConfig:
     """Greedy answers of exactly `tokens` tokens (the model's stop tokens are switched off by the caller), in
     micro-batches of `micro_batch` segments (None: the device's default, as the app runs: 16 on CUDA, 4 on a CPU)."""
-    return RunConfig(generation=GenerationConfig(max_new_tokens=tokens, temperature=0.0), micro_batch=micro_batch)
+    return RunConfig(generation=GenerationConfig(max_new_tokens=tokens, temperature=0.0), micro_batch=micro_batch,
+                     zoom=Zoom.OFF.value)  # one pass: the figures are the method's, comparable across checks
 
 
 def request(model: TempoModel, video: Video, question: str, config: RunConfig,
