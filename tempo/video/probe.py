@@ -164,13 +164,10 @@ def pixel_format(codec: str, data: bytes) -> str | None:
 def h264_pixel_format(data: bytes) -> str | None:
     """Chroma format and luma bit depth from the first sequence parameter set (ITU-T H.264, 7.3.2.1.1): profiles
     below High state neither and are 4:2:0 at 8 bits."""
-    sps = next((unit for unit in _nal_units(data) if unit and unit[0] & 0x1F == 7), None)
-    if sps is None:
+    found = _sequence_parameters(data)
+    if found is None:
         return None
-    bits = Bits(sps[1:].replace(b"\x00\x00\x03", b"\x00\x00"))
-    profile = bits.u(8)
-    bits.u(16)  # constraint flags, level
-    bits.ue()  # seq_parameter_set_id
+    profile, bits = found
     chroma, depth = 1, 8
     if profile in HIGH_PROFILES:
         chroma = bits.ue()
@@ -181,6 +178,18 @@ def h264_pixel_format(data: bytes) -> str | None:
     if layout is None:
         return None
     return layout if depth == 8 else f"{layout}{depth}le"
+
+
+def _sequence_parameters(data: bytes) -> tuple[int, Bits] | None:
+    """The first sequence parameter set's profile, and its bits read up to seq_parameter_set_id (7.3.2.1.1)."""
+    sps = next((unit for unit in _nal_units(data) if unit and unit[0] & 0x1F == 7), None)
+    if sps is None:
+        return None
+    bits = Bits(sps[1:].replace(b"\x00\x00\x03", b"\x00\x00"))
+    profile = bits.u(8)
+    bits.u(16)  # constraint flags, level
+    bits.ue()  # seq_parameter_set_id
+    return profile, bits
 
 
 def _nal_units(data: bytes) -> list[bytes]:
@@ -207,13 +216,10 @@ HIGH_PROFILES = {100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135}
 
 def h264_size(data: bytes) -> tuple[int, int] | None:
     """Width and height in macroblocks from the first sequence parameter set (ITU-T H.264, 7.3.2.1.1)."""
-    sps = next((unit for unit in _nal_units(data) if unit and unit[0] & 0x1F == 7), None)
-    if sps is None:
+    found = _sequence_parameters(data)
+    if found is None:
         return None
-    bits = Bits(sps[1:].replace(b"\x00\x00\x03", b"\x00\x00"))
-    profile = bits.u(8)
-    bits.u(16)  # constraint flags, level
-    bits.ue()  # seq_parameter_set_id
+    profile, bits = found
     if profile in HIGH_PROFILES:
         if bits.ue() == 3:  # chroma_format_idc
             bits.u(1)
