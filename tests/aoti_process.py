@@ -5,7 +5,8 @@ Why a process of its own: once decord is loaded (it is, with RTLD_GLOBAL, wherev
 then AOTInductor packages are, that process double-freed or hung at exit in decord's copy of the C++ thread-exit
 handler (torch 2.13, CPU), after every test had passed. So these runs leave with os._exit, as the GPU check does.
 
-    python tests/aoti_process.py fault NAME OUT   the GPU check's dry run with a fault planted (NAME: vision,
+    python tests/aoti_process.py fault NAME OUT [--only PHASES]
+                                                   the GPU check's dry run with a fault planted (NAME: vision,
                                                    decoding or compiled); exits with the check's code
     python tests/aoti_process.py tiny DIR          Tempo-Tiny's layer step built into DIR and run against the eager
                                                    forward, and the package offered to the fixture model: DIR/tiny.json
@@ -107,7 +108,7 @@ def main(argv: list[str]) -> int:
 
         quick()
         plant(argv[1])
-        return measure.main(["--dry-run", "--out", argv[2]])
+        return measure.main(["--dry-run", "--out", argv[2], *argv[3:]])
     directory = Path(argv[1])
     (directory / "tiny.json").write_text(json.dumps(tiny(directory)))
     return 0

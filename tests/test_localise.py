@@ -63,7 +63,8 @@ def test_ranking_loss_rewards_the_evidence_first():
 
 
 def test_stages_resume_from_one_state_file(tmp_path):
-    recipe = dataclasses.replace(Recipe(seed=5).scaled(0.001), tuning_max_duration=90.0)
+    recipe = dataclasses.replace(Recipe(seed=5).scaled(0.001), tuning_max_duration=90.0, max_frames=64,
+                                 medium_frames=64)  # 8 segments a video: the stages' plumbing, not their scale
     state = str(tmp_path / STATE_FILE)
     with pytest.raises(ValueError, match="there is no stage 9"):
         run_stage(9, recipe, state, None, torch.device("cpu"), 50)

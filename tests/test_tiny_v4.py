@@ -1,15 +1,13 @@
 """Tempo-Tiny v4: the grown decoder answers as the one it grew from, the new composed inputs are what they claim
-(own-video inputs come from the question's own video; global ones are answered with the kind shown most), and
-stages 6 and 7 go on from v3's state file (stage 8, v5's, in test_tiny_v5)."""
+(own-video inputs come from the question's own video; global ones are answered with the kind shown most). Stages
+6-8 going on from v3's state file: test_tiny_v5."""
 
-import dataclasses
 import json
 
 import numpy as np
 import pytest
 import torch
 
-import tempo
 from tempo.synthetic import KINDS, all_questions, generate_video
 from tempo.train import data
 from tempo.train.compose import Composed, PoolItem
@@ -26,8 +24,6 @@ from tempo.train.compose_long import (
     video_tags,
 )
 from tempo.train.grow import decoder_layers, grown, layer_sources
-from tempo.train.recipe import Recipe
-from tempo.train.staged import run_stage
 from tempo.train.state import load_state
 from tests.conftest import ROOT
 
@@ -142,30 +138,6 @@ def test_global_inputs_are_answered_with_the_kind_their_segments_show_most(long_
     assert videos_per_input == {1, 2, 3}
     for video, item in zip(long_videos, pool):  # over a whole video, the world's own answer
         assert global_answer(item.counts.sum(0)) == video.dominant_kind
-
-
-def test_v4_and_v5_stages_6_and_7_go_on_from_v3_s_state_file(tmp_path):
-    recipe = dataclasses.replace(Recipe(seed=5).scaled(0.001), blend_max_duration=60.0)
-    state = str(tmp_path / "v4" / "stage.safetensors")
-    with pytest.raises(ValueError, match="stage 7 continues stage 6"):
-        run_stage(7, recipe, state, None, torch.device("cpu"), 50, source=str(V3_STATE))
-    sixth = run_stage(6, recipe, state, str(tmp_path / "six"), torch.device("cpu"), 50, source=str(V3_STATE))
-    assert sixth["decoder_layers"] == recipe.blend_layers[0] == 3
-    curve = sixth["stages"]["blend"]["growth_curve"]
-    assert [point["after_width"] for point in curve] == list(recipe.blend_widths[0])
-    assert set(curve[-1]) >= {"own video", "global", "other videos"}
-    assert all(0 <= share <= 1 for point in curve for name in ("own video", "global", "other videos")
-               for width in point[name].values() for share in width.values())
-    seventh = run_stage(7, recipe, state, str(tmp_path / "seven"), torch.device("cpu"), 50)
-    assert [point["after_width"] for point in seventh["stages"]["blend"]["growth_curve"]] == \
-        list(recipe.blend_widths[1])
-    assert "interval and order, own video" not in seventh["reading_before"]  # stage 8's (test_tiny_v5)
-    training_log = json.load(open(tmp_path / "seven" / "training_log.json"))
-    assert list(training_log["stages"]) == [str(n) for n in range(1, 8)]  # v3's logs came with its state
-    assert training_log["recipe"].startswith("Tempo-Tiny v5")  # stage 6 is v4's, 7 v5's first
-    assert json.load(open(tmp_path / "six" / "training_log.json"))["recipe"].startswith("Tempo-Tiny v4")
-    model = tempo.from_pretrained(str(tmp_path / "seven"), device="cpu")  # a loadable checkpoint, as shipped
-    assert len(model.decoder.lm.model.layers) == 3 and model.spec.repetition_guard
 
 
 def test_video_tags_are_a_whole_video_s_and_the_when_answer_follows_them():

@@ -1,6 +1,6 @@
 """Tempo-Tiny v5's stage 8: interval and order inputs are what they claim (the evidence kept, in the video's order,
 answered from the tags), the pools compress each new question once and change no other item, the samplers of
-stages 6 and 7 draw exactly as before, and stage 8 goes on from a stage 7 state."""
+stages 6 and 7 draw exactly as before, and stages 6, 7 and 8 go on from v3's state file one after another."""
 
 import dataclasses
 import hashlib
@@ -18,11 +18,10 @@ from tempo.train.compose_long import Blend, GlobalComposer, GlobalItem, OwnVideo
 from tempo.train.recipe import Recipe
 from tempo.train.staged import run_stage
 from tests.conftest import ROOT
-from tests.test_tiny_v4 import pool_without_compression, sources
+from tests.test_tiny_v4 import V3_STATE, pool_without_compression, sources
 
 FROZEN = json.loads((ROOT / "tests" / "fixtures" / "synthetic" / "v4.json").read_text())
 OLD = ("needle", "grounding", "counting")
-V4_STATE = ROOT / "experiments" / "tiny-v4" / "stage.safetensors"  # v4's stage 6
 
 
 def digest(value: object) -> str:
@@ -147,12 +146,30 @@ def test_pools_compress_each_new_question_once_and_change_no_other_item(monkeypa
     assert all(any(item.labels) and item.labels[item.best] for item in temporal)
 
 
-def test_stage_8_goes_on_from_a_stage_7_state(tmp_path):
+def test_stages_6_to_8_go_on_from_v3_s_state_file(tmp_path):
+    """v4's stage 6 from v3's state file, v5's stage 7 and 8 after it: one chain, so stage 7 runs once."""
     recipe = dataclasses.replace(Recipe(seed=5).scaled(0.001), blend_max_duration=60.0)
     state = str(tmp_path / "v5" / "stage.safetensors")
+    with pytest.raises(ValueError, match="stage 7 continues stage 6"):
+        run_stage(7, recipe, state, None, torch.device("cpu"), 50, source=str(V3_STATE))
+    sixth = run_stage(6, recipe, state, str(tmp_path / "six"), torch.device("cpu"), 50, source=str(V3_STATE))
+    assert sixth["decoder_layers"] == recipe.blend_layers[0] == 3
+    curve = sixth["stages"]["blend"]["growth_curve"]
+    assert [point["after_width"] for point in curve] == list(recipe.blend_widths[0])
+    assert set(curve[-1]) >= {"own video", "global", "other videos"}
+    assert all(0 <= share <= 1 for point in curve for name in ("own video", "global", "other videos")
+               for width in point[name].values() for share in width.values())
     with pytest.raises(ValueError, match="stage 8 continues stage 7"):
-        run_stage(8, recipe, state, None, torch.device("cpu"), 50, source=str(V4_STATE))
-    run_stage(7, recipe, state, None, torch.device("cpu"), 50, source=str(V4_STATE))
+        run_stage(8, recipe, state, None, torch.device("cpu"), 50)
+    seventh = run_stage(7, recipe, state, str(tmp_path / "seven"), torch.device("cpu"), 50)
+    assert [point["after_width"] for point in seventh["stages"]["blend"]["growth_curve"]] == \
+        list(recipe.blend_widths[1])
+    assert "interval and order, own video" not in seventh["reading_before"]  # stage 8's, below
+    training_log = json.load(open(tmp_path / "seven" / "training_log.json"))
+    assert list(training_log["stages"]) == [str(n) for n in range(1, 8)]  # v3's logs came with its state
+    assert training_log["recipe"].startswith("Tempo-Tiny v5")  # stage 6 is v4's, 7 v5's first
+    assert json.load(open(tmp_path / "six" / "training_log.json"))["recipe"].startswith("Tempo-Tiny v4")
+
     eighth = run_stage(8, recipe, state, str(tmp_path / "eight"), torch.device("cpu"), 50)
     assert eighth["decoder_layers"] == recipe.blend_layers[2] == 3
     assert eighth["stages"]["pools"]["interval_and_order_questions"] == 2 * (recipe.blend_videos +
@@ -164,6 +181,6 @@ def test_stage_8_goes_on_from_a_stage_7_state(tmp_path):
             assert set().union(*(point[name][width] for width in point[name])) <= {"interval", "order",
                                                                                   "interval_within"}
     training_log = json.load(open(tmp_path / "eight" / "training_log.json"))
-    assert list(training_log["stages"]) == [str(n) for n in range(1, 9)]  # v4's logs came with its state
+    assert list(training_log["stages"]) == [str(n) for n in range(1, 9)]
     model = tempo.from_pretrained(str(tmp_path / "eight"), device="cpu")  # a loadable checkpoint, as shipped
     assert len(model.decoder.lm.model.layers) == 3 and model.spec.repetition_guard

@@ -1,6 +1,7 @@
 """The Tempo-Tiny recipe: its base questions, patch filters and allocation sampling, and a whole run at toy scale
 that must load and reproduce."""
 
+import dataclasses
 from collections import Counter
 
 import numpy as np
@@ -82,7 +83,8 @@ def test_shape_filters_see_colour_and_where_a_patch_is_bright(tiny_model):
 
 
 def test_recipe_at_toy_scale_trains_a_loadable_reproducible_model(tmp_path):
-    recipe = Recipe(seed=3).scaled(0.001)  # two videos and two steps per stage
+    # two videos and two steps per stage, 8 segments a long video
+    recipe = dataclasses.replace(Recipe(seed=3).scaled(0.001), max_frames=64, medium_frames=64)
     runs = []
     for name in ("first", "second"):
         report = train(str(tmp_path / name), recipe, torch.device("cpu"))

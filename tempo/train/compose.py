@@ -60,14 +60,14 @@ class Composed:
 
 
 def build_pool(model: TempoModel, videos: list[SyntheticVideo], rng: np.random.Generator, first: int = 0,
-               families: tuple[str, ...] = FAMILIES) -> list[PoolItem]:
-    """Every question of these families about every video, compressed once (vision features are dropped per
-    video); video numbers start at `first`. Interval and order questions come from the video's own stream, so
-    asking for them changes no other item."""
+               families: tuple[str, ...] = FAMILIES, max_frames: int = 1024) -> list[PoolItem]:
+    """Every question of these families about every video (at most `max_frames` sampled), compressed once (vision
+    features are dropped per video); video numbers start at `first`. Interval and order questions come from the
+    video's own stream, so asking for them changes no other item."""
     pool = []
     temporal = bool(set(families) & set(TEMPORAL_FAMILIES))
     for number, video in enumerate(videos, first):
-        encoded, = data.encode_videos(model.compressor, [video], 1024, model.geometry, rng)
+        encoded, = data.encode_videos(model.compressor, [video], max_frames, model.geometry, rng)
         plan = encoded.plan
         for question in encoded.questions + (temporal_questions(video) if temporal else []):
             if question.family not in families:

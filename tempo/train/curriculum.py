@@ -118,10 +118,10 @@ def pretrain(out_dir: str, recipe: Recipe, device: torch.device, every: int, rep
     compressor.vlm.visual.requires_grad_(False)
 
     encode_started = time.perf_counter()
-    encoded_short = data.encode_videos(compressor, short, 1024, model.geometry, rng)
-    encoded_medium = data.encode_videos(compressor, medium, 256, model.geometry, rng)
-    encoded_long = data.encode_videos(compressor, long, 1024, model.geometry, rng)
-    encoded_held_out = data.encode_videos(compressor, held_out, 1024, model.geometry, rng)
+    encoded_short = data.encode_videos(compressor, short, recipe.max_frames, model.geometry, rng)
+    encoded_medium = data.encode_videos(compressor, medium, recipe.medium_frames, model.geometry, rng)
+    encoded_long = data.encode_videos(compressor, long, recipe.max_frames, model.geometry, rng)
+    encoded_held_out = data.encode_videos(compressor, held_out, recipe.max_frames, model.geometry, rng)
     report["stages"]["encode"] = {"seconds": round(time.perf_counter() - encode_started, 1)}
     report["relevance_after_base"] = relevance_accuracy(model, encoded_held_out)
     log.info("relevance on held-out segments: %s", report["relevance_after_base"])

@@ -17,8 +17,10 @@ class Recipe:
     seed: int = 0
     short_videos: int = 200  # 30 s - 2.5 min: base pre-training, stages 0 and 1
     base_videos: int = 2800  # more 30 s - 2.5 min videos, for base pre-training only (see `train`)
-    medium_videos: int = 60  # 2 - 10 min at <= 256 frames: stage 2
-    long_videos: int = 30  # 10 - 60 min at <= 1024 frames: stage 3
+    medium_videos: int = 60  # 2 - 10 min at <= medium_frames: stage 2
+    long_videos: int = 30  # 10 - 60 min at <= max_frames: stage 3
+    max_frames: int = 1024  # frames sampled from a long video, as at inference (tests sample fewer)
+    medium_frames: int = 256
     held_out_videos: int = 12  # 30 s - 2.5 min, never trained on: relevance accuracy
     clip_steps: int = 2500  # base pre-training on 2-frame clips (a quarter of a segment's cost)
     clip_batch: int = 16

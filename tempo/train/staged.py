@@ -50,7 +50,7 @@ def stage_localise(recipe: Recipe, state_path: str, out_dir: str, device: torch.
     report: dict = {"stage": 1, "recipe": asdict(recipe), "device": str(device), "stages": {}}
     pre = pretrain(out_dir, recipe, device, every, report)
     model, rng = pre.model, pre.rng
-    tuning = data.encode_videos(model.compressor, tuning_videos(recipe), 1024, model.geometry, rng)
+    tuning = data.encode_videos(model.compressor, tuning_videos(recipe), recipe.max_frames, model.geometry, rng)
     report["localisation_after_base"] = localisation_accuracy(model, tuning)
     log.info("localisation after the base stage: %s", report["localisation_after_base"])
     videos = pre.encoded["short"] + pre.encoded["medium"] + pre.encoded["long"]
@@ -72,9 +72,10 @@ def stage_decoder(recipe: Recipe, state_path: str, out_dir: str, device: torch.d
     head.requires_grad_(False)
     started = time.perf_counter()
     videos = training_videos(recipe)
-    encoded = {name: data.encode_videos(model.compressor, videos[name], 256 if name == "medium" else 1024,
+    encoded = {name: data.encode_videos(model.compressor, videos[name],
+                                        recipe.medium_frames if name == "medium" else recipe.max_frames,
                                         model.geometry, rng) for name in ("short", "medium", "long", "held_out")}
-    tuning = data.encode_videos(model.compressor, tuning_videos(recipe), 1024, model.geometry, rng)
+    tuning = data.encode_videos(model.compressor, tuning_videos(recipe), recipe.max_frames, model.geometry, rng)
     report["stages"]["encode"] = {"seconds": round(time.perf_counter() - started, 1)}
     report["localisation_before"] = localisation_accuracy(model, tuning)
     log.info("localisation before stage 2: %s", report["localisation_before"])
@@ -126,7 +127,8 @@ def composed_then_real(stage: int, recipe: Recipe, state_path: str, out_dir: str
     videos = training_videos(recipe)
     pool, held_out = composed_pools(model, recipe, pool_videos, rng, weights, skip)
     real = build_pool(model, videos["long"] + videos["medium"], rng,
-                      first=skip + pool_videos + recipe.pool_held_out, families=(*FAMILIES, "global"))
+                      first=skip + pool_videos + recipe.pool_held_out, families=(*FAMILIES, "global"),
+                      max_frames=recipe.max_frames)
     report["stages"]["pairs"] = {"seconds": round(time.perf_counter() - started, 1), "real_pairs": len(real),
                                  "real_segments": sum(len(item.labels) for item in real),
                                  "composed_questions": len(pool.pool)}
