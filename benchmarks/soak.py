@@ -90,6 +90,7 @@ def render_videos(count: int, seed: int, short: bool) -> list[Video]:
         lengths.update(range(round(synthetic.duration) - 1, round(synthetic.duration) + 2))
         path = VIDEOS / f"soak-{seed + number}-{synthetic.duration:g}s.mp4"
         if not path.is_file():
+            print(f"rendering video {number + 1}/{count}: {path.name}", file=sys.stderr, flush=True)
             partial = path.with_suffix(".partial.mp4")
             write_mp4(synthetic, str(partial))
             partial.rename(path)
@@ -209,6 +210,14 @@ def attempt(client, url: str, job: Job, timeout: float) -> Outcome:
     return Outcome(job, "answered", seconds, fingerprint=fingerprint, duration=duration)
 
 
+def progress(outcomes: list[Outcome], total: int, seconds: float) -> None:
+    """One line on standard error: requests done, their outcomes so far, and the time left at this pace."""
+    left = seconds / len(outcomes) * (total - len(outcomes))
+    counts = ", ".join(f"{status} {n}" for status, n in sorted(Counter(o.status for o in outcomes).items()))
+    print(f"{len(outcomes)}/{total} requests in {seconds / 60:.1f} min ({counts}); about {left / 60:.0f} min left",
+          file=sys.stderr, flush=True)
+
+
 def run_clients(url: str, jobs: list[Job], clients: int, timeout: float) -> list[Outcome]:
     """`clients` threads, each with its own client, taking the jobs in order."""
     from gradio_client import Client
@@ -218,6 +227,7 @@ def run_clients(url: str, jobs: list[Job], clients: int, timeout: float) -> list
         todo.put(job)
     outcomes: list[Outcome] = []
     lock = threading.Lock()
+    started = time.monotonic()
 
     def work() -> None:
         client = Client(url, verbose=False)
@@ -229,6 +239,8 @@ def run_clients(url: str, jobs: list[Job], clients: int, timeout: float) -> list
             result = attempt(client, url, job, timeout)
             with lock:
                 outcomes.append(result)
+                if len(outcomes) % 25 == 0 or len(outcomes) == len(jobs):
+                    progress(outcomes, len(jobs), time.monotonic() - started)
 
     threads = [threading.Thread(target=work, daemon=True) for _ in range(clients)]
     for thread in threads:

@@ -1,16 +1,26 @@
-"""`python -m tempo.bench --first-segment`: the first segment's result is timed apart from the rest of the run."""
+"""`python -m tempo.bench --first-segment`: each timed call stops at the first compressed segment."""
 
 import tempo
 from tempo import bench
+from tempo.events import Finished, SegmentCompressed
 from tests.conftest import ROOT
 
 VIDEO = str(ROOT / "examples" / "synthetic-900001-2min.mp4")
 
 
-def test_the_first_segment_is_timed_before_the_whole_run():
-    model = tempo.from_pretrained(device="cpu")
-    figures = bench.first_segments(model, VIDEO, 2)
-    assert len(figures["in_process_s"]) == len(figures["isolated_s"]) == 2 and figures["first_call_s"] > 0
-    whole = bench.ours_answer(model, VIDEO, bench.QUESTION, bench.RunConfig(), bench.VideoCache(max_bytes=0))
-    assert whole["segments"] > 1
-    assert 0 < max(figures["in_process_s"] + figures["isolated_s"]) < whole["total_s"]
+def test_each_call_stops_at_the_first_segment(monkeypatch):
+    seen: list[list[type]] = []
+
+    def recorded(*args, **kwargs):
+        seen.append([])
+        for event in tempo.engine.run(*args, **kwargs):
+            seen[-1].append(type(event))
+            yield event
+
+    monkeypatch.setattr(bench, "run", recorded)
+    figures = bench.first_segments(tempo.from_pretrained(device="cpu"), VIDEO, 2)
+    assert len(figures["in_process_s"]) == len(figures["isolated_s"]) == 2
+    assert all(seconds > 0 for seconds in [figures["first_call_s"], *figures["in_process_s"], *figures["isolated_s"]])
+    assert len(seen) == 6  # one untimed call of each kind, then two of each
+    assert all(events.count(SegmentCompressed) == 1 and events[-1] is SegmentCompressed and Finished not in events
+               for events in seen)
