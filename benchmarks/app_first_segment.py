@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -25,6 +23,9 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "benchmarks")]
+from local_app import start_app  # noqa: E402
+
 QUESTION = "When does the pattern change colour?"
 
 
@@ -45,35 +46,15 @@ def pattern_video(seconds: int = 600) -> Path:
 
 
 @contextmanager
-def local_app(timeout: float = 300.0) -> Iterator[str]:
-    """Start app.py on a free loopback port and yield its URL once it answers."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = dict(os.environ, GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port))
-    log = tempfile.TemporaryFile("w+")  # the app's log: a pipe nobody reads would fill and stop it
-    process = subprocess.Popen([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env,
-                               stdout=subprocess.DEVNULL, stderr=log, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if process.poll() is not None:
-                log.seek(0)
-                raise SystemExit(f"app.py exited during start-up:\n{log.read()[-2000:]}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"app.py did not start within {timeout:.0f} s") from None
-                time.sleep(0.5)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        log.close()
-
+def local_app() -> Iterator[str]:
+    """app.py on a free loopback port (model from $TEMPO_MODEL as usual); its URL once it answers."""
+    with tempfile.TemporaryDirectory(prefix="tempo-first-segment-") as scratch:
+        process, url = start_app(Path(scratch))
+        try:
+            yield url
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
 
 def has_segment(endpoint: str, output) -> bool:
     """Does this streamed update show at least one compressed segment?"""

@@ -25,8 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -38,7 +36,9 @@ import numpy as np
 import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT)]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+from local_app import start_app  # noqa: E402
+
 VIDEOS = ROOT / "outputs" / "live-bench"
 LAG_SEED = 860_000
 TUNE_SEEDS = 850_100  # tuning streams from here, test streams from TEST_SEEDS: both unseen, disjoint
@@ -62,30 +62,6 @@ def render(minutes: float) -> Path:
         partial.rename(path)
     return path
 
-
-def start_app(scratch: Path) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = dict(os.environ, GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port), TMPDIR=str(scratch),
-               GRADIO_TEMP_DIR=str(scratch / "uploads"), GRADIO_ANALYTICS_ENABLED="False")
-    env.pop("TEMPO_MODEL", None)
-    log = (scratch / "app.log").open("w")
-    process = subprocess.Popen([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env, stdout=log,
-                               stderr=subprocess.STDOUT)
-    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"app.py exited:\n{(scratch / 'app.log').read_text()[-2000:]}")
-        try:
-            if httpx.get(url + "/gradio_api/info", timeout=5).status_code == 200:
-                return process, url
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    process.kill()
-    raise SystemExit("app.py did not start within 300 s")
-
-
 def rss_mb(process: psutil.Process) -> float:
     family = [process, *process.children(recursive=True)]
     total = 0
@@ -106,8 +82,7 @@ def lag(minutes: float) -> dict:
 
     video = render(minutes)
     with tempfile.TemporaryDirectory(prefix="tempo-live-bench-") as scratch:
-        (Path(scratch) / "uploads").mkdir()
-        process, url = start_app(Path(scratch))
+        process, url = start_app(Path(scratch), TEMPO_MODEL="")  # the embedded model, whatever the shell says
         server = psutil.Process(process.pid)
         try:
             with video.open("rb") as file:

@@ -20,11 +20,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import queue
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -40,6 +38,8 @@ import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+from local_app import start_app  # noqa: E402
+
 VIDEOS = ROOT / "outputs" / "soak-videos"
 MIX = {"answer": 25, "chat": 15, "compare": 10, "segment": 15, "mcp_locate": 20, "mcp_answer": 15}  # weights
 HOSTILE_SHARE = 0.03
@@ -298,33 +298,9 @@ def folder_mb(folder: Path) -> float:
     return round(total / 2**20, 2)
 
 
-def start_app(scratch: Path, planted: bool, timeout: float = 300.0) -> tuple[subprocess.Popen, str]:
-    """app.py on a free loopback port with temporary and upload folders of its own under `scratch` (with
-    `planted`, behind a per-video cache that ignores which video it is); (process, URL) once it answers."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    for name in ("tmp", "uploads"):
-        (scratch / name).mkdir()
-    env = dict(os.environ, GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port), TMPDIR=str(scratch / "tmp"),
-               GRADIO_TEMP_DIR=str(scratch / "uploads"), GRADIO_ANALYTICS_ENABLED="False")
-    command = [sys.executable, __file__, "--serve-planted"] if planted else [sys.executable, str(ROOT / "app.py")]
-    log = (scratch / "app.log").open("w")
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
-    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + timeout
-    while True:
-        if process.poll() is not None:
-            raise SystemExit(f"app.py exited during start-up:\n{(scratch / 'app.log').read_text()[-2000:]}")
-        try:
-            if httpx.get(url + "/gradio_api/info", timeout=5).status_code == 200:
-                return process, url
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            process.kill()
-            raise SystemExit(f"app.py did not start within {timeout:.0f} s")
-        time.sleep(0.5)
-
+def start_soaked_app(scratch: Path, planted: bool) -> tuple[subprocess.Popen, str]:
+    """app.py on loopback (with `planted`, behind a per-video cache that ignores which video it is)."""
+    return start_app(scratch, [sys.executable, __file__, "--serve-planted"] if planted else None)
 
 def serve_planted() -> None:
     """app.py behind a planted bug: the per-video cache's key ignores the file, so two videos share an entry."""
@@ -404,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         index = write_mutants(scratch / "hostile", max(12, round(2 * total * HOSTILE_SHARE)), args.seed)
         mutants = [scratch / "hostile" / entry["file"] for entry in index if entry["kind"] != "clean"]
         jobs = plan(videos, total, mutants, rng)
-        process, url = start_app(scratch, args.plant_cache_bug)
+        process, url = start_soaked_app(scratch, args.plant_cache_bug)
         try:
             folders = {name: folder_mb(scratch / name) for name in ("tmp", "uploads")}
             watch = Watch(process.pid)
