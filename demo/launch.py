@@ -28,6 +28,7 @@ from tempo.render.style import FONTS, MONO_FONTS
 from .hosts import HostCheck, host_rule
 from .layout import build_demo
 from .stores import TrimAfterRequests, UploadStore
+from .tools import mend_mcp_progress
 
 CSS = Path(__file__).resolve().parent / "app.css"
 SPACE_MODEL = "Vision-CAIR/Tempo-6B"  # what a Space serves unless $TEMPO_MODEL says otherwise
@@ -71,6 +72,8 @@ def serve(model: TempoModel, limits: Limits | None = None, **kwargs: Any) -> gr.
     warm_up_decoding()  # the decoding processes' fork server, started before the first request needs it
     demo = build_demo(model, limits)
     kwargs.setdefault("mcp_server", importlib.util.find_spec("mcp") is not None)  # the tools, where gradio[mcp] is
+    if kwargs["mcp_server"]:
+        mend_mcp_progress()
     # Gradio warns of a tool with a gr.State input: that is the page's /analyze (its conversation), not a tool.
     warnings.filterwarnings("ignore", message="This MCP server includes a tool that has a gr.State input")
     kwargs.setdefault("state_session_capacity", limits.sessions)  # Gradio's default keeps 10,000 sessions' state

@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Callable
+from typing import Any
 
 import gradio as gr
 
@@ -125,3 +126,23 @@ def wait_for(server: Server, stream: str, question: str, timeout: float | None =
         progress((round(watched), round(total)), desc="stream watched", unit="seconds")
 
     return json.dumps(first_alert(server, stream, question, timeout, threshold, report), ensure_ascii=False)
+
+
+def mend_mcp_progress() -> None:
+    """gradio 6.31's MCP path with progress can stop reading a finished job before its final output (the client's
+    worker thread fills an asyncio queue, and a 0.5 s wait that times out on a done job ends the loop), then fails
+    with UnboundLocalError; such a call now takes the job's result as the path without progress does."""
+    from gradio.mcp import GradioMCPServer
+
+    with_progress = GradioMCPServer._execute_tool_with_progress
+    if hasattr(with_progress, "unmended"):
+        return
+
+    async def mended(self: GradioMCPServer, job: Any, progress_token: str | int) -> Any:
+        try:
+            return await with_progress(self, job, progress_token)
+        except UnboundLocalError:  # the loop ended without the final output: the job holds it
+            return await self._execute_tool_without_progress(job)
+
+    mended.unmended = with_progress  # type: ignore[attr-defined]
+    GradioMCPServer._execute_tool_with_progress = mended  # type: ignore[method-assign]

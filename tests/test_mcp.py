@@ -210,3 +210,34 @@ def test_a_download_that_passes_the_limit_is_cut_off_whatever_its_length_said(tm
     with pytest.raises(InputError, match="this server accepts up to"):
         handover.stored(chunks, "v.mp4", tmp_path)
     assert not list(tmp_path.rglob("*.mp4")) and not list(tmp_path.glob(".handed-*"))
+
+
+def test_a_tool_call_with_progress_keeps_a_finished_job_s_output(monkeypatch):
+    """gradio's MCP path with progress can end its loop on a finished job before reading the final output; the
+    mended path then takes the job's result (the race, made certain: a job whose updates were all missed)."""
+    from gradio.mcp import GradioMCPServer
+
+    from demo.tools import mend_mcp_progress
+
+    class MissedUpdates:
+        def __aiter__(self):
+            return self
+
+        async def __anext__(self):
+            raise StopAsyncIteration
+
+        def exception(self):
+            return None
+
+        def result(self):
+            return '{"answer": "At 12.0 seconds."}'
+
+    method = GradioMCPServer._execute_tool_with_progress
+    monkeypatch.setattr(GradioMCPServer, "_execute_tool_with_progress", getattr(method, "unmended", method))
+    server = object.__new__(GradioMCPServer)  # the two paths read nothing of the server when no update comes
+    with pytest.raises(UnboundLocalError):
+        asyncio.run(server._execute_tool_with_progress(MissedUpdates(), 1))
+    mend_mcp_progress()
+    mend_mcp_progress()  # once is enough: a second call wraps nothing again
+    assert not hasattr(GradioMCPServer._execute_tool_with_progress.unmended, "unmended")
+    assert asyncio.run(server._execute_tool_with_progress(MissedUpdates(), 1)) == ['{"answer": "At 12.0 seconds."}']
