@@ -252,31 +252,45 @@ def run_clients(url: str, jobs: list[Job], clients: int, timeout: float) -> list
 
 # ------------------------------------------------------------------------------------------------ the server
 
+@dataclass(frozen=True)
+class Sample:
+    seconds: float  # since the watch started
+    rss_mb: float  # the server with its children, each child's shared pages counted again (as `ps` adds them)
+    main_mb: float  # the server process alone
+    pss_mb: float | None  # the server with its children, shared pages split between them (every 5th sample)
+    children: int
+    fds: int
+
+
 class Watch:
-    """The server's resident memory with its children and its open file descriptors, sampled every second."""
+    """The server's memory (with and without its children) and its open file descriptors, sampled every second."""
 
     def __init__(self, pid: int):
         self.process = psutil.Process(pid)
-        self.samples: list[tuple[float, float, int]] = []  # (seconds since start, MB, descriptors)
+        self.samples: list[Sample] = []
         self.started = time.monotonic()
         self.stop = threading.Event()
         self.sample()
         self.thread = threading.Thread(target=self.loop, daemon=True)
         self.thread.start()
 
-    def sample(self) -> None:
+    def sample(self, proportional: bool = False) -> None:
+        proportional = proportional or len(self.samples) % 5 == 0
         try:
-            family = [self.process, *self.process.children(recursive=True)]
-            rss, fds = 0, 0
-            for member in family:
-                try:
-                    rss += member.memory_info().rss
-                    fds += member.num_fds()
-                except psutil.Error:  # a decoding child that just ended
-                    pass
-            self.samples.append((time.monotonic() - self.started, rss / 2**20, fds))
+            children = self.process.children(recursive=True)
+            main = self.process.memory_info().rss
         except psutil.Error:
-            pass
+            return
+        rss, pss, fds = 0, 0, 0
+        for member in [self.process, *children]:
+            try:
+                rss += member.memory_info().rss
+                pss += member.memory_full_info().pss if proportional else 0
+                fds += member.num_fds()
+            except psutil.Error:  # a decoding child that just ended
+                pass
+        self.samples.append(Sample(time.monotonic() - self.started, rss / 2**20, main / 2**20,
+                                   pss / 2**20 if proportional else None, len(children), fds))
 
     def loop(self) -> None:
         while not self.stop.wait(1.0):
@@ -284,13 +298,24 @@ class Watch:
 
     def report(self) -> dict:
         self.stop.set()
-        self.sample()
-        times, mb, fds = (np.array(column) for column in zip(*self.samples))
-        half = times >= times[-1] / 2
-        slope = float(np.polyfit(times[half], mb[half], 1)[0] * 60) if half.sum() >= 3 else None
-        return {"rss_start_mb": round(mb[0]), "rss_peak_mb": round(mb.max()), "rss_end_mb": round(mb[-1]),
-                "rss_last_half_mb_per_min": None if slope is None else round(slope, 2),
-                "fds_start": int(fds[0]), "fds_peak": int(fds.max()), "fds_end": int(fds[-1])}
+        self.sample(proportional=True)
+        times = np.array([s.seconds for s in self.samples])
+
+        def figures(name: str, values: np.ndarray, at: np.ndarray) -> dict:
+            late = at >= times[-1] / 2
+            slope = float(np.polyfit(at[late], values[late], 1)[0] * 60) if late.sum() >= 3 else None
+            return {f"{name}_start_mb": round(values[0]), f"{name}_peak_mb": round(values.max()),
+                    f"{name}_end_mb": round(values[-1]),
+                    f"{name}_last_half_mb_per_min": None if slope is None else round(slope, 2)}
+
+        shared = [s for s in self.samples if s.pss_mb is not None]
+        fds = np.array([s.fds for s in self.samples])
+        children = np.array([s.children for s in self.samples])
+        return (figures("rss", np.array([s.rss_mb for s in self.samples]), times)
+                | figures("main_rss", np.array([s.main_mb for s in self.samples]), times)
+                | figures("pss", np.array([s.pss_mb for s in shared]), np.array([s.seconds for s in shared]))
+                | {"children_peak": int(children.max()), "children_end": int(children[-1]),
+                   "fds_start": int(fds[0]), "fds_peak": int(fds.max()), "fds_end": int(fds[-1])})
 
 
 def folder_mb(folder: Path) -> float:

@@ -27,6 +27,8 @@ def test_the_short_soak_answers_every_request_about_its_own_video(tmp_path):
     assert all(sum(report["by_endpoint"][kind].values()) > 0 for kind in soak.MIX)
     for key in ("rss_start_mb", "rss_peak_mb", "rss_last_half_mb_per_min", "fds_end", "uploads_mb_end", "tmp_mb_end"):
         assert key in report
+    assert 0 < report["main_rss_end_mb"] <= report["rss_end_mb"]  # the server alone, then with its children
+    assert 0 < report["pss_end_mb"] <= report["rss_end_mb"]  # shared pages counted once
 
 
 def test_the_soak_fails_when_the_cache_mixes_two_videos(tmp_path):
