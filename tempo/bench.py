@@ -193,6 +193,11 @@ def ours_answer(model: TempoModel, path: str, question: str, config: RunConfig, 
     raise RuntimeError("the pipeline ended without an answer")
 
 
+def decoding_in_a_child(config: RunConfig) -> RunConfig:
+    """`config` with decoding in a child process, as the app decodes every visitor's file."""
+    return replace(config, limits=replace(config.limits, isolate_decoding=True))
+
+
 def first_segment(model: TempoModel, path: str, config: RunConfig) -> float:
     """Seconds from the call to the first compressed segment of an uncached question (the rest is not run)."""
     started = time.perf_counter()
@@ -209,7 +214,7 @@ def first_segment(model: TempoModel, path: str, config: RunConfig) -> float:
 def first_segments(model: TempoModel, path: str, runs: int) -> dict:
     """The first segment's result `runs` times, in-process and with decoding in a child process (as the app)."""
     config = RunConfig(generation=GenerationConfig(max_new_tokens=1), zoom=Zoom.OFF.value)
-    isolated = replace(config, limits=replace(config.limits, isolate_decoding=True))
+    isolated = decoding_in_a_child(config)
     figures: dict = {"video": path, "load_average": [os.getloadavg()[0]], "in_process_s": [], "isolated_s": []}
     figures["first_call_s"] = first_segment(model, path, config)  # with the model's first forward: not repeated
     first_segment(model, path, isolated)  # the decoding workers' first start, likewise
@@ -240,7 +245,7 @@ def compressor_peak(model: TempoModel, path: str, max_frames: int, memory: PeakM
 def bench_video(model: TempoModel, path: str, memory: PeakMemory) -> dict:
     """Every figure for one video, ours and the reference's, measured one after the other."""
     config = RunConfig(generation=GenerationConfig(max_new_tokens=16), zoom=Zoom.OFF.value)  # one pass, as before
-    isolated = replace(config, limits=replace(config.limits, isolate_decoding=True))
+    isolated = decoding_in_a_child(config)
     sampling, geometry = config.sampling, model.geometry
     figures: dict = {"video": path, "load_average": [os.getloadavg()[0]]}  # other work on the machine slows both
 
