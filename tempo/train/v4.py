@@ -11,6 +11,7 @@ other videos' segments). Every stage draws fresh videos; its growth curve is rea
   stage 8  (v5) the stage 7 blend with two more samplers: interval and order questions as own-video inputs of
            long and of short videos (`compose_long.OwnVideo` over `TEMPORAL_FAMILIES`), answered from the tags
            (`compose.tag_answer`); the decoder can be grown deeper (`grow`, `Recipe.blend_layers`)
+  stage 9  (v5) stage 8's samplers on fresh videos, interval and order half of the inputs, more steps at W = 64
 
 The plans, decisions and measurements behind each stage: experiments/tiny-v4 and experiments/tiny-v5.
 """
@@ -139,4 +140,9 @@ def stage_interval_and_order(recipe: Recipe, state_path: str, out_dir: str, devi
     return stage_blend(8, recipe, state_path, out_dir, device, every)
 
 
-V4_STAGES = {6: stage_long, 7: stage_wider, 8: stage_interval_and_order}
+def stage_more_interval_and_order(recipe: Recipe, state_path: str, out_dir: str, device: torch.device,
+                                  every: int) -> dict:
+    return stage_blend(9, recipe, state_path, out_dir, device, every)
+
+
+V4_STAGES = {6: stage_long, 7: stage_wider, 8: stage_interval_and_order, 9: stage_more_interval_and_order}
