@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import csv
 import json
 import queue
 import random
@@ -29,7 +30,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field, fields
 from pathlib import Path
 
 import httpx
@@ -318,6 +319,14 @@ class Watch:
                    "fds_start": int(fds[0]), "fds_peak": int(fds.max()), "fds_end": int(fds[-1])})
 
 
+    def write(self, path: Path) -> None:
+        """The samples as CSV (PSS is empty where it was not read)."""
+        with path.open("w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow([column.name for column in fields(Sample)])
+            writer.writerows([[round(v, 1) if isinstance(v, float) else v for v in astuple(s)] for s in self.samples])
+
+
 def folder_mb(folder: Path) -> float:
     total = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
     return round(total / 2**20, 2)
@@ -391,6 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plant-cache-bug", action="store_true", help="serve behind a cache that ignores the video")
     parser.add_argument("--serve-planted", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--json", help="write the report here too")
+    parser.add_argument("--samples", help="write the memory and descriptor samples here (CSV, one a second)")
     args = parser.parse_args(argv)
     if args.serve_planted:
         serve_planted()
@@ -413,6 +423,8 @@ def main(argv: list[str] | None = None) -> int:
             outcomes = run_clients(url, jobs, args.clients, args.timeout or (180.0 if args.short else 900.0))
             seconds = time.monotonic() - started
             report = summary(outcomes, seconds) | watch.report()
+            if args.samples:
+                watch.write(Path(args.samples))
             report |= {f"{name}_mb_start": mb for name, mb in folders.items()}
             report |= {f"{name}_mb_end": folder_mb(scratch / name) for name in ("tmp", "uploads")}
         finally:

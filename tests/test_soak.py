@@ -5,6 +5,7 @@ videos)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import sys
 from pathlib import Path
@@ -16,8 +17,8 @@ import soak  # noqa: E402
 
 
 def test_the_short_soak_answers_every_request_about_its_own_video(tmp_path):
-    report_file = tmp_path / "soak.json"
-    assert soak.main(["--short", "--json", str(report_file)]) == 0
+    report_file, samples_file = tmp_path / "soak.json", tmp_path / "samples.csv"
+    assert soak.main(["--short", "--json", str(report_file), "--samples", str(samples_file)]) == 0
     report = json.loads(report_file.read_text())
     assert report["requests"] == 100 and report["other_errors"] == 0
     assert report["answered"] + report["refused_bad_input"] + report["refused_queue_full"] == 100
@@ -29,6 +30,9 @@ def test_the_short_soak_answers_every_request_about_its_own_video(tmp_path):
         assert key in report
     assert 0 < report["main_rss_end_mb"] <= report["rss_end_mb"]  # the server alone, then with its children
     assert 0 < report["pss_end_mb"] <= report["rss_end_mb"]  # shared pages counted once
+    samples = list(csv.DictReader(samples_file.open()))
+    assert len(samples) >= 10 and float(samples[-1]["seconds"]) > float(samples[0]["seconds"])
+    assert abs(max(float(s["main_mb"]) for s in samples) - report["main_rss_peak_mb"]) <= 1  # the same samples
 
 
 def test_the_soak_fails_when_the_cache_mixes_two_videos(tmp_path):

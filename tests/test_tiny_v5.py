@@ -17,6 +17,7 @@ from tempo.train.compose import Composed, Composer, Mixture
 from tempo.train.compose_long import Blend, GlobalComposer, GlobalItem, OwnVideo, VideoTags, kind_counts
 from tempo.train.recipe import Recipe
 from tempo.train.staged import run_stage
+from tempo.train.v4 import FIRST_STAGE, V4_STAGES
 from tests.conftest import ROOT
 from tests.test_tiny_v4 import V3_STATE, pool_without_compression, sources
 
@@ -53,6 +54,19 @@ def sampler_fingerprints() -> dict[str, str]:
                               e.relevance, sources(e.memories)])
         out[name] = digest(drawn)
     return out
+
+
+def test_every_blend_stage_has_each_of_its_settings():
+    """A stage added to V4_STAGES without its row in one of the recipe's per-stage tuples would train with the
+    previous stage's settings or fail an hour in; the numbers must line up."""
+    recipe = Recipe()
+    assert sorted(V4_STAGES) == list(range(FIRST_STAGE, FIRST_STAGE + len(V4_STAGES)))
+    per_stage = {name: len(getattr(recipe, name)) for name in ("blend_weights", "blend_video_tags", "blend_temporal",
+                                                                "blend_widths", "blend_steps", "blend_lrs",
+                                                                "blend_layers")}
+    assert set(per_stage.values()) == {len(V4_STAGES)}, per_stage
+    for widths, steps, weights in zip(recipe.blend_widths, recipe.blend_steps, recipe.blend_weights):
+        assert len(widths) == len(steps) and abs(sum(weights) - 1) < 1e-9
 
 
 def test_the_samplers_of_stages_3_to_7_draw_as_before():
