@@ -327,6 +327,15 @@ class Watch:
             writer.writerows([[round(v, 1) if isinstance(v, float) else v for v in astuple(s)] for s in self.samples])
 
 
+def within_cache_cap(report: dict) -> dict:
+    """The server's growth against its per-video cache's cap (the goal: within the cap + 10 %)."""
+    from tempo.config import Limits
+
+    cap = Limits.from_env().cache_mb
+    growth = report["main_rss_end_mb"] - report["main_rss_start_mb"]
+    return {"cache_cap_mb": cap, "main_rss_growth_mb": growth, "main_rss_growth_within_cap": growth <= 1.1 * cap}
+
+
 def folder_mb(folder: Path) -> float:
     total = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
     return round(total / 2**20, 2)
@@ -425,6 +434,7 @@ def main(argv: list[str] | None = None) -> int:
             report = summary(outcomes, seconds) | watch.report()
             if args.samples:
                 watch.write(Path(args.samples))
+            report |= within_cache_cap(report)
             report |= {f"{name}_mb_start": mb for name, mb in folders.items()}
             report |= {f"{name}_mb_end": folder_mb(scratch / name) for name in ("tmp", "uploads")}
         finally:

@@ -69,6 +69,26 @@ def test_the_cache_keeps_each_videos_latest_questions_only():
     assert cache.compression(key, "third") is None and cache.compression(key, "second") is not None
 
 
+def test_the_cache_gives_freed_memory_back_after_it_drops_something(monkeypatch):
+    """Evicted videos are thousands of small tensors among live ones: their pages go back to the system then
+    (malloc_trim; the soak measures what it saves), and only then."""
+    import tempo.engine.cache as cache_module
+
+    trims = []
+    monkeypatch.setattr(cache_module, "give_back_freed_memory", lambda: trims.append(len(cache)))
+    cache = VideoCache(max_bytes=100, questions_per_video=1)
+    first, second = VideoKey("a", 1, 1, None), VideoKey("b", 1, 1, None)
+    cache.put(first, Entry(60))
+    cache.remember(first, compression("one"))
+    assert trims == []  # nothing dropped yet
+    cache.remember(first, compression("two"))  # one question per video: "one" goes
+    assert trims == [1]
+    cache.put(second, Entry(60))  # over the cap: the first video goes
+    assert trims == [1, 1] and cache.get(first) is None
+    monkeypatch.undo()
+    cache_module.give_back_freed_memory()  # the real one, wherever the suite runs: glibc or a no-op
+
+
 def test_the_server_builds_its_cache_from_the_settings(fixtures):
     server = Server(load_app_model(fixtures), replace(Limits(), cache_mb=3, cache_questions=2))
     assert (server.cache.max_bytes, server.cache.questions_per_video) == (3 * MB, 2)

@@ -30,6 +30,8 @@ def test_the_short_soak_answers_every_request_about_its_own_video(tmp_path):
         assert key in report
     assert 0 < report["main_rss_end_mb"] <= report["rss_end_mb"]  # the server alone, then with its children
     assert 0 < report["pss_end_mb"] <= report["rss_end_mb"]  # shared pages counted once
+    assert report["main_rss_growth_mb"] == report["main_rss_end_mb"] - report["main_rss_start_mb"]
+    assert report["cache_cap_mb"] > 0 and report["main_rss_growth_within_cap"]  # 10 short videos stay far below
     samples = list(csv.DictReader(samples_file.open()))
     assert len(samples) >= 10 and float(samples[-1]["seconds"]) > float(samples[0]["seconds"])
     assert abs(max(float(s["main_mb"]) for s in samples) - report["main_rss_peak_mb"]) <= 1  # the same samples

@@ -5,11 +5,13 @@ settings) skips the compressor too."""
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -93,11 +95,14 @@ class VideoCache:
             return
         with self._lock:
             # A rewritten file (same path and sampling, new size or time) replaces its stale entry.
-            for stale in [k for k in self._entries if (k.path, k.sampling) == (key.path, key.sampling)]:
-                del self._entries[stale]
+            stale = [k for k in self._entries if (k.path, k.sampling) == (key.path, key.sampling)]
+            for old in stale:
+                del self._entries[old]
             self._entries[key] = entry
             self._entries.move_to_end(key)
-            self._evict()
+            dropped = self._evict() + len(stale)
+        if dropped:
+            give_back_freed_memory()
 
     def compression(self, key: VideoKey, query: str) -> Compression | None:
         """The compression for `query` of a cached video, if kept."""
@@ -118,17 +123,42 @@ class VideoCache:
                 return
             entry.compressions[query] = compression
             entry.compressions.move_to_end(query)
+            dropped = 0
             while len(entry.compressions) > self.questions_per_video or \
                     (entry.nbytes > self.max_bytes and len(entry.compressions) > 1):
                 entry.compressions.popitem(last=False)
-            self._evict()
+                dropped += 1
+            dropped += self._evict()
+        if dropped:
+            give_back_freed_memory()
 
-    def _evict(self) -> None:
+    def _evict(self) -> int:
+        """Drop the least recently used entries until the rest fit; how many went."""
+        dropped = 0
         while sum(e.nbytes for e in self._entries.values()) > self.max_bytes and self._entries:
             self._entries.popitem(last=False)
+            dropped += 1
+        return dropped
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+def give_back_freed_memory() -> None:
+    """Return freed heap pages to the system (glibc's malloc_trim). A cached video is thousands of sub-MiB tensors
+    among other entries' live ones; once evicted, glibc keeps their pages otherwise, and a server's RSS ends
+    well above what its cache holds."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
 # Entries hold one model's vision features, so a cache serves one model. Library calls that pass no cache share
