@@ -13,7 +13,7 @@ from tempo.synthetic import generate_video, make_questions
 from tempo.train import data
 from tempo.train.localise import ABSENT_SHARE, LIST_SIZE, SegmentIndex, ranking_loss
 from tempo.train.recipe import Recipe
-from tempo.train.staged import STATE_FILE, run_stage
+from tempo.train.staged import STAGES, STATE_FILE, run_stage
 
 QUESTION = re.compile(r"What colour is the (\w+)\?|(?:When does|How many times does) the (\w+) (\w+) appear\?")
 
@@ -66,8 +66,9 @@ def test_stages_resume_from_one_state_file(tmp_path):
     recipe = dataclasses.replace(Recipe(seed=5).scaled(0.001), tuning_max_duration=90.0, max_frames=64,
                                  medium_frames=64)  # 8 segments a video: the stages' plumbing, not their scale
     state = str(tmp_path / STATE_FILE)
-    with pytest.raises(ValueError, match="there is no stage 9"):
-        run_stage(9, recipe, state, None, torch.device("cpu"), 50)
+    missing = max(STAGES) + 1
+    with pytest.raises(ValueError, match=f"there is no stage {missing}"):
+        run_stage(missing, recipe, state, None, torch.device("cpu"), 50)
     first = run_stage(1, recipe, state, str(tmp_path / "one"), torch.device("cpu"), 50)
     assert {"base clips", "base", "encode", "localise"} == set(first["stages"])
     assert 0 <= first["localisation_after_localise"]["localisation"] <= 1
