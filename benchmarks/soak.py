@@ -318,7 +318,6 @@ class Watch:
                 | {"children_peak": int(children.max()), "children_end": int(children[-1]),
                    "fds_start": int(fds[0]), "fds_peak": int(fds.max()), "fds_end": int(fds[-1])})
 
-
     def write(self, path: Path) -> None:
         """The samples as CSV (PSS is empty where it was not read)."""
         with path.open("w", newline="", encoding="utf-8") as f:

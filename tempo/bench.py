@@ -11,7 +11,6 @@ decoding in a child process, as the app does (`Limits.isolate_decoding`), beside
 from __future__ import annotations
 
 import argparse
-import ctypes
 import gc
 import json
 import logging
@@ -32,7 +31,7 @@ from PIL import Image
 
 from .config import GenerationConfig, RunConfig, SamplingConfig, Zoom
 from .engine import VideoCache, run
-from .engine.steps import EncodedSegment, compress_batch, open_decoder, respond
+from .engine.steps import EncodedSegment, compress_batch, give_back_freed_memory, open_decoder, respond
 from .events import AllocationDone, Compression, Finished, SegmentCompressed
 from .model import TempoModel, from_pretrained
 from .timing import Timer
@@ -89,10 +88,7 @@ def release_memory() -> None:
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except OSError:
-        pass
+    give_back_freed_memory()
 
 
 @contextmanager

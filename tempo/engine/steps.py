@@ -2,11 +2,11 @@
 check and live mode. Everything else enters through `tempo.engine`."""
 
 from .accelerator import compress_batch, effective_budget, encode_batch, micro_batches, respond
-from .cache import EncodedSegment, VideoEntry, VideoKey, default_cache
+from .cache import EncodedSegment, VideoEntry, VideoKey, default_cache, give_back_freed_memory
 from .host import open_decoder
 from .job import Dialogue
 
 __all__ = [
     "Dialogue", "EncodedSegment", "VideoEntry", "VideoKey", "compress_batch", "default_cache", "effective_budget",
-    "encode_batch", "micro_batches", "open_decoder", "respond",
+    "encode_batch", "give_back_freed_memory", "micro_batches", "open_decoder", "respond",
 ]
