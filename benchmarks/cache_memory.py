@@ -13,7 +13,6 @@ its own hue so that uploads differ) are made with imageio-ffmpeg's ffmpeg in a t
 from __future__ import annotations
 
 import argparse
-import ctypes
 import gc
 import json
 import logging
@@ -38,7 +37,9 @@ QUESTION = "What colour is the pattern?"
 def resident_bytes() -> int:
     """This process's RSS after a collection and giving freed heap back, as a steady state would show it."""
     gc.collect()
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    from tempo.engine.steps import give_back_freed_memory
+
+    give_back_freed_memory()
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
