@@ -3,6 +3,7 @@ readers for long videos."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -44,11 +45,20 @@ def _decode_threads() -> int:
     return min(max(1, _available_cores() - 1), 16)
 
 
+@functools.cache
+def _one_conversion_thread() -> dict[str, int]:
+    """PyAV 17 and later convert each frame on a thread per core unless told otherwise: readers run one per core
+    already, and a conversion's threads cost more than they saved (docs/speed.md)."""
+    import av
+
+    return {"threads": 1} if int(av.__version__.split(".")[0]) >= 17 else {}
+
+
 def _rgb(frame, max_pixels: float, **resize) -> np.ndarray:
     """A PyAV frame as an RGB array, refused before conversion if it is larger than `max_pixels`."""
     if frame.width * frame.height > max_pixels:
         raise oversized_frame(frame.width, frame.height, max_pixels)
-    return frame.to_ndarray(format="rgb24", **resize)
+    return frame.to_ndarray(format="rgb24", **resize, **_one_conversion_thread())
 
 
 class DecordReader:
@@ -198,6 +208,7 @@ class SparseReader(PyAVReader):
     def __init__(self, path: str, max_pixels: float = UNLIMITED):
         super().__init__(path, max_pixels)
         self.times = FrameTimes.open(path, self.info.total_frames)
+        self.threads = 0  # decoding threads per read: 0 lets FFmpeg choose; 1 where a read runs on every core
 
     def read(self, indices: Sequence[int]) -> Iterator[np.ndarray]:
         import av
@@ -207,7 +218,10 @@ class SparseReader(PyAVReader):
         position = 0
         with av.open(self._path) as container:
             stream = container.streams.video[0]
-            stream.thread_type = "AUTO"
+            if self.threads == 1:
+                stream.thread_type = "NONE"
+            else:
+                stream.thread_type, stream.thread_count = "AUTO", self.threads
             while position < len(wanted):
                 container.seek(wanted[position], stream=stream)
                 position, sought = yield from self._run(container, stream, wanted, position)
@@ -266,6 +280,12 @@ def decode_workers(plan: SamplingPlan) -> int:
     if not is_long(plan):
         return 1
     return max(1, min(_available_cores(), MAX_DECODE_WORKERS))
+
+
+def threads_per_worker(workers: int) -> int:
+    """Decoding threads for each of `workers` side-by-side readers: the cores shared out, since more threads than
+    cores only contend, and frame threads restart at every seek (docs/speed.md)."""
+    return max(1, _available_cores() // workers)
 
 
 def open_sparse(path: str | os.PathLike, max_pixels: float = UNLIMITED) -> SparseReader | None:

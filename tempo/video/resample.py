@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import math
 
+import cv2
 import numba
 import numpy as np
 import torch
@@ -85,11 +86,22 @@ def _resample_rows(source, bounds, weights, out):
                 out[n, i, r] = 0 if value < 0 else (255 if value > 255 else value)
 
 
+def _transpose(frames: np.ndarray) -> np.ndarray:
+    """uint8 [T, A, B, C] -> contiguous [T, B, A, C]; OpenCV's transpose (pixels of 1 to 4 bytes) is about 3x
+    quicker than torch's strided copy on 720p RGB."""
+    t, a, b, c = frames.shape
+    if c > 4:
+        return torch.from_numpy(frames).transpose(1, 2).contiguous().numpy()
+    out = np.empty((t, b, a, c), dtype=np.uint8)
+    for n in range(t):
+        cv2.transpose(frames[n], dst=out[n])
+    return out
+
+
 def _pass(frames: np.ndarray, axis: int, size: int) -> np.ndarray:
     """Resample uint8 [T, H, W, C] along axis 1 (rows) or 2 (columns) to `size`."""
-    if axis == 2:  # columns: transpose so that they are rows (torch transposes uint8 several times faster)
-        swapped = torch.from_numpy(frames).transpose(1, 2).contiguous().numpy()
-        return torch.from_numpy(_pass(swapped, 1, size)).transpose(1, 2).contiguous().numpy()
+    if axis == 2:  # columns: transpose so that they are rows
+        return _transpose(_pass(_transpose(frames), 1, size))
     t, rows, width, channels = frames.shape
     bounds, weights = coefficients(rows, size)
     out = np.empty((t, size, width, channels), dtype=np.uint8)

@@ -17,7 +17,16 @@ import torch
 from ..config import Limits, SamplingConfig
 from ..timing import Timer
 from .patches import PatchGeometry, fit_long_edge, model_frames, patchify
-from .readers import FrameReader, SparseReader, decode_workers, is_long, open_sparse, open_video, plan_sampling
+from .readers import (
+    FrameReader,
+    SparseReader,
+    decode_workers,
+    is_long,
+    open_sparse,
+    open_video,
+    plan_sampling,
+    threads_per_worker,
+)
 from .resample import resize
 from .sampling import SamplingPlan, VideoProbed, long_edge_size
 from .stream import segment_stream
@@ -82,6 +91,8 @@ def prepare_segments(path: str | os.PathLike, reader: FrameReader, plan: Samplin
             reader.close()
             reader = sparse
     workers = decode_workers(plan)
+    if isinstance(reader, SparseReader):
+        reader.threads = threads_per_worker(workers)
     if reader.shareable:
         readers = [lambda: reader] * workers
     else:
