@@ -12,6 +12,8 @@ other videos' segments). Every stage draws fresh videos; its growth curve is rea
            long and of short videos (`compose_long.OwnVideo` over `TEMPORAL_FAMILIES`), answered from the tags
            (`compose.tag_answer`); the decoder can be grown deeper (`grow`, `Recipe.blend_layers`)
   stage 9  (v5) stage 8's samplers on fresh videos, interval and order half of the inputs, more steps at W = 64
+  stage 10 (v5) the same samplers on fresh videos, interval and order 60% of the inputs (40% from short videos),
+           most steps at W = 16 and 32, where they are cheapest and the evidence is among few segments
 
 The plans, decisions and measurements behind each stage: experiments/tiny-v4 and experiments/tiny-v5.
 """
@@ -145,4 +147,10 @@ def stage_more_interval_and_order(recipe: Recipe, state_path: str, out_dir: str,
     return stage_blend(9, recipe, state_path, out_dir, device, every)
 
 
-V4_STAGES = {6: stage_long, 7: stage_wider, 8: stage_interval_and_order, 9: stage_more_interval_and_order}
+def stage_small_widths_first(recipe: Recipe, state_path: str, out_dir: str, device: torch.device,
+                             every: int) -> dict:
+    return stage_blend(10, recipe, state_path, out_dir, device, every)
+
+
+V4_STAGES = {6: stage_long, 7: stage_wider, 8: stage_interval_and_order, 9: stage_more_interval_and_order,
+             10: stage_small_widths_first}
