@@ -1,14 +1,13 @@
 """A day's traffic in one run: `app.py` on loopback, 8 clients sending a mix of requests about videos it has never
-seen, each (video, question) pair asked again at other times, and a few hostile files among them.
-
-The videos are synthetic (tempo.synthetic, seeds from --seed on, so none was trained or evaluated on), 1-60 minutes
-long, rendered once into outputs/soak-videos/. The endpoints are mixed: /answer, /chat with an earlier turn,
-/compare, /segment, and the MCP tools locate and answer. Every result must be about its own video (its duration is
-the video's), and every repeat of a pair must give what the pair gave first. The report: answered, refused with
-"queue is full", refused as bad input, any other error, pairs whose repeats differ, answers about another video,
-p50/p95 latency, the server's memory with its children (start, peak, MB per minute over the last half), its open
-file descriptors, and the size of its temporary and upload folders at start and end. Exit status 1 on any other
-error, differing pair or answer about another video.
+seen, each (video, question) pair asked again at other times, and a few hostile files among them. The videos are
+synthetic (tempo.synthetic, seeds from --seed on, so none was trained or evaluated on), 1-60 minutes long, rendered
+once into outputs/soak-videos/. The endpoints are mixed: /answer, /chat with an earlier turn, /compare, /segment,
+and the MCP tools locate and answer. Every result must be about its own video (its duration is the video's), and
+every repeat of a pair must give what the pair gave first. The report: answered, refused with "queue is full",
+refused as bad input, any other error, pairs whose repeats differ, answers about another video, p50/p95 latency, the
+server's memory with its children (start, peak, MB per minute over the last half), its open file descriptors (and
+which of them the run left open), and the size of its temporary and upload folders at start and end. Exit status 1
+on any other error, differing pair or answer about another video.
 
     python benchmarks/soak.py [--requests 1000] [--videos 50] [--clients 8] [--json report.json]
     python benchmarks/soak.py --short          # 100 requests over 10 short videos (the test suite's form)
@@ -21,6 +20,7 @@ import argparse
 import asyncio
 import csv
 import json
+import os
 import queue
 import random
 import shutil
@@ -44,6 +44,8 @@ from local_app import start_app  # noqa: E402
 VIDEOS = ROOT / "outputs" / "soak-videos"
 MIX = {"answer": 25, "chat": 15, "compare": 10, "segment": 15, "mcp_locate": 20, "mcp_answer": 15}  # weights
 HOSTILE_SHARE = 0.03
+SETTLE_S = 15.0  # at most this long for the server to close the connections the clients closed
+HEARTBEAT_WAIT_S = 60.0  # for each client's heartbeat stream to end after it is closed
 DURATION_TOLERANCE_S = 1.0  # the server's probe against the rendered length (frames / fps)
 
 
@@ -232,16 +234,22 @@ def run_clients(url: str, jobs: list[Job], clients: int, timeout: float) -> list
 
     def work() -> None:
         client = Client(url, verbose=False)
-        while True:
-            try:
-                job = todo.get_nowait()
-            except queue.Empty:
-                return
-            result = attempt(client, url, job, timeout)
-            with lock:
-                outcomes.append(result)
-                if len(outcomes) % 25 == 0 or len(outcomes) == len(jobs):
-                    progress(outcomes, len(jobs), time.monotonic() - started)
+        try:
+            while True:
+                try:
+                    job = todo.get_nowait()
+                except queue.Empty:
+                    return
+                result = attempt(client, url, job, timeout)
+                with lock:
+                    outcomes.append(result)
+                    if len(outcomes) % 25 == 0 or len(outcomes) == len(jobs):
+                        progress(outcomes, len(jobs), time.monotonic() - started)
+        finally:
+            # The client's heartbeat stream ends at the server's next heartbeat after close(); until then it counts
+            # among the server's open descriptors.
+            client.close()
+            client.heartbeat.join(timeout=HEARTBEAT_WAIT_S)
 
     threads = [threading.Thread(target=work, daemon=True) for _ in range(clients)]
     for thread in threads:
@@ -263,14 +271,62 @@ class Sample:
     fds: int
 
 
+OWN_CLIENT = "its own client's connection to itself"  # Gradio's MCP server calls the app through a gradio_client
+FROM_OWN_CLIENT = "the connection from its own client"
+
+
+def socket_names(connections: list) -> dict[int, str]:
+    """A process's sockets by descriptor: its address, peer and state, or, for a server that is a client of itself,
+    which end of that connection it is (the ports differ from run to run, the ends do not)."""
+    listening = {c.laddr.port for c in connections if c.status == psutil.CONN_LISTEN}
+    own_clients = {c.laddr.port for c in connections if c.raddr and c.raddr.port in listening}
+    names = {}
+    for c in connections:
+        if c.raddr and c.raddr.port in listening:
+            names[c.fd] = OWN_CLIENT
+        elif c.raddr and c.laddr.port in listening and c.raddr.port in own_clients:
+            names[c.fd] = FROM_OWN_CLIENT
+        else:
+            names[c.fd] = f"{c.type.name} {c.laddr} -> {c.raddr or '-'} {c.status}"
+    return names
+
+
+def descriptor(member: psutil.Process, fd: int, sockets: dict[int, str]) -> str:
+    """What one open file descriptor is: a socket (`socket_names`), a file's path, or the kind (pipe, ...)."""
+    if fd in sockets:
+        return sockets[fd]
+    try:
+        target = os.readlink(f"/proc/{member.pid}/fd/{fd}")
+    except OSError:
+        return "gone"
+    return target.split(":[")[0] if ":[" in target else target  # pipe:[123] -> pipe
+
+
+def descriptors(process: psutil.Process) -> Counter:
+    """The server's and its children's open descriptors, described (`descriptor`), counted by description."""
+    found: Counter = Counter()
+    for member in [process, *process.children(recursive=True)]:
+        role = "server" if member.pid == process.pid else "child"
+        try:
+            connections = getattr(member, "net_connections", member.connections)  # psutil 6 renamed it
+            sockets = socket_names(connections("all"))
+            fds = [int(fd) for fd in os.listdir(f"/proc/{member.pid}/fd")]
+        except (psutil.Error, OSError):  # a decoding child that just ended
+            continue
+        found.update(f"{role}: {descriptor(member, fd, sockets)}" for fd in fds)
+    return found
+
+
 class Watch:
-    """The server's memory (with and without its children) and its open file descriptors, sampled every second."""
+    """The server's memory (with and without its children) and its open file descriptors, sampled every second;
+    which descriptors were open at the start and the end is read once each."""
 
     def __init__(self, pid: int):
         self.process = psutil.Process(pid)
         self.samples: list[Sample] = []
         self.started = time.monotonic()
         self.stop = threading.Event()
+        self.opened_at_start = descriptors(self.process)
         self.sample()
         self.thread = threading.Thread(target=self.loop, daemon=True)
         self.thread.start()
@@ -293,13 +349,25 @@ class Watch:
         self.samples.append(Sample(time.monotonic() - self.started, rss / 2**20, main / 2**20,
                                    pss / 2**20 if proportional else None, len(children), fds))
 
+    def settle(self, seconds: float = SETTLE_S) -> None:
+        """Wait until the server has closed what the finished clients closed: its descriptors stop falling."""
+        deadline, last = time.monotonic() + seconds, None
+        while time.monotonic() < deadline:
+            now = sum(descriptors(self.process).values())
+            if now == last:
+                return
+            last = now
+            time.sleep(1.0)
+
     def loop(self) -> None:
         while not self.stop.wait(1.0):
             self.sample()
 
     def report(self) -> dict:
         self.stop.set()
+        self.settle()
         self.sample(proportional=True)
+        opened_at_end = descriptors(self.process)
         times = np.array([s.seconds for s in self.samples])
 
         def figures(name: str, values: np.ndarray, at: np.ndarray) -> dict:
@@ -316,7 +384,9 @@ class Watch:
                 | figures("main_rss", np.array([s.main_mb for s in self.samples]), times)
                 | figures("pss", np.array([s.pss_mb for s in shared]), np.array([s.seconds for s in shared]))
                 | {"children_peak": int(children.max()), "children_end": int(children[-1]),
-                   "fds_start": int(fds[0]), "fds_peak": int(fds.max()), "fds_end": int(fds[-1])})
+                   "fds_start": int(fds[0]), "fds_peak": int(fds.max()), "fds_end": int(fds[-1]),
+                   "fds_left_open": sorted((opened_at_end - self.opened_at_start).elements()),
+                   "fds_closed": sorted((self.opened_at_start - opened_at_end).elements())})
 
     def write(self, path: Path) -> None:
         """The samples as CSV (PSS is empty where it was not read)."""
