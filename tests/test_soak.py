@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import soak  # noqa: E402
+from server_watch import FROM_OWN_CLIENT, OWN_CLIENT  # noqa: E402
 
 
 def test_the_short_soak_answers_every_request_about_its_own_video(tmp_path):
@@ -33,7 +34,7 @@ def test_the_short_soak_answers_every_request_about_its_own_video(tmp_path):
     assert report["main_rss_growth_mb"] == report["main_rss_end_mb"] - report["main_rss_start_mb"]
     assert report["cache_cap_mb"] > 0 and report["main_rss_growth_within_cap"]  # 10 short videos stay far below
     # Back where they started, but for Gradio's MCP server's one connection to the app (opened at the first call).
-    own = {f"server: {soak.OWN_CLIENT}", f"server: {soak.FROM_OWN_CLIENT}"}
+    own = {f"server: {OWN_CLIENT}", f"server: {FROM_OWN_CLIENT}"}
     assert set(report["fds_left_open"]) <= own, report["fds_left_open"]
     samples = list(csv.DictReader(samples_file.open()))
     assert len(samples) >= 10 and float(samples[-1]["seconds"]) > float(samples[0]["seconds"])
