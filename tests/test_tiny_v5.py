@@ -63,7 +63,7 @@ def test_every_blend_stage_has_each_of_its_settings():
     assert sorted(V4_STAGES) == list(range(FIRST_STAGE, FIRST_STAGE + len(V4_STAGES)))
     per_stage = {name: len(getattr(recipe, name)) for name in ("blend_weights", "blend_video_tags", "blend_temporal",
                                                                 "blend_widths", "blend_steps", "blend_lrs",
-                                                                "blend_layers")}
+                                                                "blend_layers", "blend_pool_shares")}
     assert set(per_stage.values()) == {len(V4_STAGES)}, per_stage
     for widths, steps, weights in zip(recipe.blend_widths, recipe.blend_steps, recipe.blend_weights):
         assert len(widths) == len(steps) and abs(sum(weights) - 1) < 1e-9

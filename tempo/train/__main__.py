@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply videos and steps (e.g. 0.05 for a trial)")
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda, ...")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: all cores)")
-    parser.add_argument("--stage", type=int, help="run one stage (v3: 1-5, v4: 6, v5: 7-10), resuming from --state")
+    parser.add_argument("--stage", type=int, help="run one stage (v3: 1-5, v4: 6, v5: 7-11), resuming from --state")
     parser.add_argument("--state", default="experiments/tiny-v3/stage.safetensors",
                         help="with --stage: the state file read and replaced (default experiments/tiny-v3/...)")
     parser.add_argument("--from", dest="source", metavar="STATE",

@@ -68,18 +68,21 @@ class Recipe:
         (0.45, 0.25, 0.3), (0.35, 0.2, 0.2, 0.25),  # also own-video inputs of short videos; stage 8 (v5) adds
         (0.25, 0.15, 0.15, 0.15, 0.2, 0.1),  # interval and order as own-video inputs of long and short videos;
         (0.2, 0.1, 0.1, 0.1, 0.3, 0.2),  # stage 9 (v5) gives them half the inputs; stage 10 (v5) 60%, most of
-        (0.15, 0.05, 0.1, 0.1, 0.2, 0.4))  # them short videos', at small widths
-    blend_video_tags: tuple[float, ...] = (0.0, 0.5, 0.5, 0.5, 0.5)  # inputs tagged as a whole video's would be
+        (0.15, 0.05, 0.1, 0.1, 0.2, 0.4),  # them short videos', at small widths; stage 11 (v5) gives long inputs
+        (0.25, 0.1, 0.1, 0.1, 0.25, 0.2))  # back the share stage 9 had
+    blend_video_tags: tuple[float, ...] = (0.0, 0.5, 0.5, 0.5, 0.5, 0.5)  # inputs tagged as a whole video's would be
     blend_family_weights: tuple[float, ...] = (1.0, 2.0, 1.0)  # needle, grounding, counting
-    blend_temporal: tuple[bool, ...] = (False, False, True, True, True)  # interval and order pooled (v5, from 8)
+    blend_temporal: tuple[bool, ...] = (False, False, True, True, True, True)  # interval and order pooled (v5, from 8)
     blend_temporal_weights: tuple[float, ...] = (2.0, 1.0)  # interval, order: two numbers to copy against one name
     blend_widths: tuple[tuple[int, ...], ...] = ((32, 64, 128), (64, 128), (64, 128), (64, 128),  # stages 6-9
-                                                 (16, 32, 64, 128))  # stage 10: from small widths up
+                                                 (16, 32, 64, 128), (64, 128))  # stage 10 from small widths up; 11
     blend_steps: tuple[tuple[int, ...], ...] = ((1200, 2400, 3000), (2000, 3000), (1500, 2200), (2500, 1800),
-                                                (3500, 2000, 1000, 600))
-    blend_lrs: tuple[float, ...] = (1e-3, 1e-3, 1e-3, 1e-3, 1e-3)
-    blend_layers: tuple[int, ...] = (3, 3, 3, 3, 3)  # the decoder's layers (`grow`); v4 planned 6 for stage 8, v5
+                                                (3500, 2000, 1000, 600), (1500, 700))
+    blend_lrs: tuple[float, ...] = (1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 5e-4)
+    blend_layers: tuple[int, ...] = (3, 3, 3, 3, 3, 3)  # the decoder's layers (`grow`); v4 planned 6 for stage 8, v5
     # spends it on interval and order instead (3 layers were ahead at equal CPU time: experiments/tiny-v4)
+    blend_pool_shares: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0, 1.0, 0.5)  # of blend_videos and blend_short_videos:
+    # stage 11 (v5) pools half as many, to fit the CPU-hours v5 has left
 
     def scaled(self, factor: float) -> Recipe:
         """The same recipe with `factor` times the videos and steps (for quick trial runs)."""

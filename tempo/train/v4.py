@@ -14,6 +14,8 @@ other videos' segments). Every stage draws fresh videos; its growth curve is rea
   stage 9  (v5) stage 8's samplers on fresh videos, interval and order half of the inputs, more steps at W = 64
   stage 10 (v5) the same samplers on fresh videos, interval and order 60% of the inputs (40% from short videos),
            most steps at W = 16 and 32, where they are cheapest and the evidence is among few segments
+  stage 11 (v5) stage 9's shares again (long own-video inputs 25%, interval and order 45%) at W = 64 and 128, on
+           half as many fresh videos and at half the learning rate, to win back the long inputs' digit copy
 
 The plans, decisions and measurements behind each stage: experiments/tiny-v4 and experiments/tiny-v5.
 """
@@ -51,10 +53,11 @@ def blend_pools(model: TempoModel, recipe: Recipe, index: int, rng: np.random.Ge
     """The training blend of v4 stage number `index` (0 for stage 6) from videos no earlier stage pooled, and the
     held-out samplers its growth curve is read on (the same unseen videos in every stage). Interval and order
     questions (v5's stage 8) are drawn from each video's own stream, so the other samplers are as without them."""
-    temporal = recipe.blend_temporal[index]
+    temporal, share = recipe.blend_temporal[index], recipe.blend_pool_shares[index]
     items, global_items = build_long_pool(model, long_videos(recipe, LONG_SEEDS + index * recipe.blend_videos,
-                                                             recipe.blend_videos), rng, temporal=temporal)
-    short_items, short_held_items = short_pools(model, recipe, recipe.blend_short_videos, rng,
+                                                             max(1, round(share * recipe.blend_videos))),
+                                          rng, temporal=temporal)
+    short_items, short_held_items = short_pools(model, recipe, max(1, round(share * recipe.blend_short_videos)), rng,
                                                 SHORT_SEEN + index * recipe.blend_short_videos,
                                                 FAMILIES + (TEMPORAL_FAMILIES if temporal else ()))
     held_items, held_global = build_long_pool(model, long_videos(recipe, LONG_HELD_OUT_SEEDS, recipe.blend_held_out),
@@ -152,5 +155,10 @@ def stage_small_widths_first(recipe: Recipe, state_path: str, out_dir: str, devi
     return stage_blend(10, recipe, state_path, out_dir, device, every)
 
 
+def stage_long_inputs_again(recipe: Recipe, state_path: str, out_dir: str, device: torch.device,
+                            every: int) -> dict:
+    return stage_blend(11, recipe, state_path, out_dir, device, every)
+
+
 V4_STAGES = {6: stage_long, 7: stage_wider, 8: stage_interval_and_order, 9: stage_more_interval_and_order,
-             10: stage_small_widths_first}
+             10: stage_small_widths_first, 11: stage_long_inputs_again}
