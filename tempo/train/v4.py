@@ -54,10 +54,11 @@ def blend_pools(model: TempoModel, recipe: Recipe, index: int, rng: np.random.Ge
     held-out samplers its growth curve is read on (the same unseen videos in every stage). Interval and order
     questions (v5's stage 8) are drawn from each video's own stream, so the other samplers are as without them."""
     temporal, share = recipe.blend_temporal[index], recipe.blend_pool_shares[index]
-    items, global_items = build_long_pool(model, long_videos(recipe, LONG_SEEDS + index * recipe.blend_videos,
-                                                             max(1, round(share * recipe.blend_videos))),
+    # the seed blocks stay a full stage wide, so a stage that pools fewer videos leaves the next stage's seeds alone
+    n_long, n_short = (max(1, round(share * n)) for n in (recipe.blend_videos, recipe.blend_short_videos))
+    items, global_items = build_long_pool(model, long_videos(recipe, LONG_SEEDS + index * recipe.blend_videos, n_long),
                                           rng, temporal=temporal)
-    short_items, short_held_items = short_pools(model, recipe, max(1, round(share * recipe.blend_short_videos)), rng,
+    short_items, short_held_items = short_pools(model, recipe, n_short, rng,
                                                 SHORT_SEEN + index * recipe.blend_short_videos,
                                                 FAMILIES + (TEMPORAL_FAMILIES if temporal else ()))
     held_items, held_global = build_long_pool(model, long_videos(recipe, LONG_HELD_OUT_SEEDS, recipe.blend_held_out),
