@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from .config import RunConfig
+from .moments import Moment, find_moments
 from .video.sampling import SamplingPlan, VideoProbed
 
 
@@ -131,6 +132,13 @@ class Finished:
     zoom: Zoomed | None = None  # the whole-video pass, when the answer looked closer first (`video` is the window's)
     question: str = ""  # what the decoder answered (the visitor's question)
 
+    @property
+    def moments(self) -> tuple[Moment, ...]:
+        """The ranked moments of the run's relevance (the whole video's, refined by zoom's window where it ran)."""
+        if self.zoom is not None:
+            return find_moments(self.zoom.segments, self.segments)
+        return find_moments(self.segments)
+
     def to_dict(self) -> dict:
         """JSON-ready summary (the CLI's --json, the app's API and each line of a batch's output)."""
         return {
@@ -149,6 +157,7 @@ class Finished:
             "history_used": self.history_used,
             "history_dropped": self.history_dropped,
             "zoom": self.zoom.to_dict() if self.zoom else None,
+            "moments": [m.to_dict() for m in self.moments],
         }
 
 
