@@ -43,7 +43,7 @@ def reservations(probed: VideoProbed, plan) -> dict[str, str]:
     def seconds(answers: int, compressed: bool, max_new_tokens: int) -> str:
         config = RunConfig().with_settings({"max_new_tokens": max_new_tokens})
         known = Compression("q", probed, plan) if compressed else None
-        job = Job("q", probed, plan, config, (config,) * answers, Timer(), compression=known)
+        job = Job("q", probed, plan, config.micro_batch, (config,) * answers, Timer(), compression=known)
         used = COST.used(job.to_compress, answers, ANSWER_TOKENS * answers)
         return f"{gpu_seconds(job)} / {used:.0f}"
 

@@ -120,8 +120,8 @@ COST = GpuCost()
 def gpu_seconds(job: Job) -> int:
     """The reservation for `job`: what it compresses (nothing when the compression is cached) and what it answers
     (each answer's prefill and up to its max new tokens, at the measured time per token), within the cap."""
-    tokens = sum(config.generation.max_new_tokens for config in job.configs)
-    return COST.reserved(job.to_compress, len(job.configs), tokens)
+    tokens = sum(config.generation.max_new_tokens for config in job.answer_configs)
+    return COST.reserved(job.to_compress, len(job.answer_configs), tokens)
 
 
 def on_accelerator(model: TempoModel, job: Job) -> Iterator[Event]:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tempo.allocation import scaled_relevance
-from tempo.analysis import SegmentLook, most_relevant
+from tempo.analysis import SegmentFrames, most_relevant
 from tempo.events import Finished, Segment
 from tempo.model import TempoModel
 from tempo.render.progress import RunProgress, Status, key_segments, run_stats
@@ -156,7 +156,7 @@ def truth_html(truth: Truth | None) -> str:
             f"{verdict}. The evidence is shaded green on the timeline.</div>")
 
 
-def segment_html(look: SegmentLook, k_max: int) -> str:
+def segment_html(look: SegmentFrames, k_max: int) -> str:
     """The inspector's card for one segment."""
     facts = [("time", span(look.start, look.end)),
              (f"relevance, scaled as ATA reads it (raw score {look.relevance:.3g})", f"{look.scaled:.2f}"),

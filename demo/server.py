@@ -17,12 +17,12 @@ from typing import Any
 
 from gradio.utils import get_upload_folder
 
-from tempo import analysis
-from tempo.analysis import SegmentLook
+from tempo import analysis, engine
+from tempo.analysis import SegmentFrames
 from tempo.config import Limits, RunConfig, SamplingConfig, Strategy
-from tempo.engine import VideoCache, checked, serve
+from tempo.engine import Answers, VideoCache, checked, serve
 from tempo.errors import InputError, TempoError
-from tempo.events import Compressed, Compression, Event, Finished, VideoProbed
+from tempo.events import Compressed, Compression, Event, Finished
 from tempo.model import TempoModel
 from tempo.model.prompts import Exchange
 from tempo.render.report import Asked, Truth, write_report
@@ -32,7 +32,6 @@ from .device import Device, on_device
 from .handover import handed_over
 
 ROOT = Path(__file__).resolve().parent.parent
-Configs = Sequence[RunConfig] | Callable[[VideoProbed], Sequence[RunConfig]]  # to answer under, or from the probe
 EXAMPLES_FILE = ROOT / "examples" / "examples.json"
 MOST_CHANGED = 5
 NOT_UPLOADED = ("This server only analyses videos uploaded to it: please upload the file through the page or the "
@@ -185,12 +184,13 @@ class Server:
 
     # ---------------------------------------------------------------------------------------------- the work
 
-    def run(self, request: Request, configs: Configs | None = None) -> Generator[Event, None, None]:
-        """`request` through the model: its events (`Compressed` among them), one answer per config in `configs`
-        (default: the request's own)."""
-        configs = (request.config,) if configs is None else configs
-        return serve(self.model, request.video, request.question, request.config, configs, self.cache,
-                     self.device.accelerate, self.device.remote, request.history)
+    def run(self, request: Request, answers: Answers = Answers.ONE,
+            compared_with: RunConfig | None = None) -> Generator[Event, None, None]:
+        """`request` through the model: its events (`Compressed` among them), then the `answers` asked for (default:
+        one, under the request's own config)."""
+        asked = engine.Request(request.video, request.question, request.config, answers, compared_with,
+                               request.history)
+        return serve(self.model, asked, self.cache, self.device.accelerate, self.device.remote)
 
     def write_report(self, asked: Sequence[Asked], path: str | os.PathLike) -> Path:
         """Finished runs on one video (a conversation's turns) as one offline HTML file."""
@@ -199,25 +199,20 @@ class Server:
     def compare(self, request: Request, others: Mapping[str, object]) -> Comparison:
         """The request's allocation and another (`others`: the compared settings' values) of one compression."""
         other = request.config.with_settings(others, self.model.spec)
-        first, second = results(self.run(request, (request.config, other)))
+        first, second = results(self.run(request, Answers.COMPARED, other))
         before, after = [s.tokens or 0 for s in first.segments], [s.tokens or 0 for s in second.segments]  # allocated
         return Comparison(first, second, (label(request.config, first.budget), label(other, second.budget)),
                           analysis.token_changes(before, after), analysis.most_changed(before, after, MOST_CHANGED))
 
     def sweep(self, request: Request) -> list[Finished]:
         """The request's strategy at budgets from one token per segment to every memory token (kept whole at the
-        top, see analysis.sweep_configs), one trip."""
-        k_max = self.model.spec.num_memory_tokens
-
-        def budgets(probed: VideoProbed) -> list[RunConfig]:
-            return analysis.sweep_configs(request.config, probed.num_segments, k_max)
-
-        return results(self.run(request, budgets))
+        top), one trip."""
+        return results(self.run(request, Answers.BUDGETS))
 
     def compression(self, request: Request, watch: Callable[[Event], object] | None = None) -> Compression:
         """The request's compression: from the cache (no trip to the accelerator) once the question was asked;
         `watch` sees each event on the way."""
-        with contextlib.closing(self.run(request, ())) as events:
+        with contextlib.closing(self.run(request, Answers.NONE)) as events:
             for event in events:
                 if watch is not None:
                     watch(event)
@@ -225,12 +220,12 @@ class Server:
                     return event.compression
         raise TempoError("The compressor ended without a compression.")
 
-    def segment(self, request: Request, index: object) -> SegmentLook:
+    def segment(self, request: Request, index: object) -> SegmentFrames:
         """Segment `index` (0-based) as this request's run sees it; its frames are decoded again."""
         if isinstance(index, bool) or not isinstance(index, (int, float)) or not float(index).is_integer():
             raise InputError(f"The segment must be a whole number (got {index!r}).")
         compression = self.compression(request)
-        return analysis.look_at_segment(self.model, request.video, compression.plan, compression.relevance,
+        return analysis.segment_frames(self.model, request.video, compression.plan, compression.relevance,
                                         request.config, int(index))
 
 

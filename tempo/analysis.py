@@ -1,6 +1,6 @@
-"""Looking at one compression from other angles: other allocations of it (compare, budget sweeps) and one segment
-as the run saw it. The compression comes from the per-video cache when the question was asked before, so none of
-this reruns the vision tower or the compressor.
+"""Looking at one compression from other angles: how two allocations of it differ (compare), how peaked one is,
+which answers say anything (budget sweeps), and one segment's frames as the run saw it. The compression comes from
+the per-video cache when the question was asked before, so none of this reruns the vision tower or the compressor.
 """
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import math
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .allocation import Strategy, scaled_relevance
+from .allocation import scaled_relevance
 from .config import Limits, RunConfig
 from .engine import allocate_tokens
 from .errors import InputError
@@ -22,30 +22,7 @@ from .model import TempoModel
 from .video import SamplingPlan, open_video
 from .video.patches import fit_long_edge
 
-SWEEP_BUDGETS = 6  # rows of a budget sweep
 SEGMENT_FRAME_EDGE = 320  # long edge of the frames shown for one segment
-
-
-def sweep_budgets(num_segments: int, k_max: int, count: int = SWEEP_BUDGETS) -> list[int]:
-    """`count` budgets from one token per segment to every memory token, evenly spaced on a log scale."""
-    low, high = num_segments, num_segments * k_max
-    if count < 2 or low >= high:
-        return [high]
-    budgets = {round(low * (high / low) ** (i / (count - 1))) for i in range(count)}
-    return sorted(budgets)
-
-
-def sweep_configs(config: RunConfig, num_segments: int, k_max: int,
-                  budgets: list[int] | None = None) -> list[RunConfig]:
-    """`config` at each budget (default `sweep_budgets`). At every memory token the top row keeps them all (no
-    compression): under its strategy a budget that large is never spent (ATA keeps k_min plus a share of the
-    relevance, not the budget), and the sweep should end at what the decoder sees uncompressed."""
-    budgets = budgets or sweep_budgets(num_segments, k_max)
-    rows = []
-    for budget in budgets:
-        strategy = Strategy.OFF.value if budget >= num_segments * k_max else config.allocation.strategy
-        rows.append(replace(config, allocation=replace(config.allocation, budget=budget, strategy=strategy)))
-    return rows
 
 
 def usable(answer: str) -> bool:
@@ -94,58 +71,47 @@ def relevance_ranks(relevance: list[float]) -> list[int]:
     return [order.index(score) + 1 for score in relevance]
 
 
-@dataclass(frozen=True)
-class SegmentLook:
-    """One segment as a run saw it: where it is, how relevant (and its rank, 1 = most relevant), how many tokens it
-    kept under the run's allocation, and its sampled frames with their times."""
+@dataclass(frozen=True, kw_only=True)
+class SegmentFrames(Segment):
+    """One segment's frames for the page, with the segment as a run saw it: its span, relevance (and rank, 1 = most
+    relevant) and the tokens it kept under the run's allocation."""
 
-    index: int
-    start: float
-    end: float
     relevance: float
+    tokens: int
     scaled: float  # the relevance as ATA reads it: 0 for the video's least relevant segment, 1 for its most
     rank: int
     num_segments: int
-    tokens: int
-    frames: list[np.ndarray]
-    times: list[float]
+    frames: list[np.ndarray] = field(repr=False)  # its sampled frames, long edge <= SEGMENT_FRAME_EDGE
+    times: list[float]  # when each was taken
 
 
-def look_at_segment(model: TempoModel, video: str | os.PathLike, plan: SamplingPlan, relevance: list[float],
-                    config: RunConfig, index: int) -> SegmentLook:
+def segment_frames(model: TempoModel, video: str | os.PathLike, plan: SamplingPlan, relevance: list[float],
+                   config: RunConfig, index: int) -> SegmentFrames:
     """Segment `index` of a compression (its `relevance`, from the cache): the tokens `config` gives it, computed as
     the run computes them, and its frames decoded again."""
     if not 0 <= index < len(relevance):
         raise InputError(f"This video has segments 0 to {len(relevance) - 1} (got {index}).")
     tokens = allocate_tokens(model, relevance, config)
-    shown = segment_frames(video, plan, index, limits=config.limits)
-    return SegmentLook(index, *plan.span(index), relevance[index], scaled_relevance(relevance)[index],
-                       relevance_ranks(relevance)[index],
-                       len(relevance), tokens[index], shown.frames, shown.times)
+    frames, times = decode_segment(video, plan, index, limits=config.limits)
+    start, end = plan.span(index)
+    return SegmentFrames(index=index, start=start, end=end, relevance=relevance[index], tokens=tokens[index],
+                         scaled=scaled_relevance(relevance)[index], rank=relevance_ranks(relevance)[index],
+                         num_segments=len(relevance), frames=frames, times=times)
 
 
-@dataclass(frozen=True)
-class SegmentFrames:
-    """The sampled frames of one segment, at display size, with the time each shows."""
-
-    index: int
-    frames: list[np.ndarray]
-    times: list[float]
-
-
-def segment_frames(video: str | os.PathLike, plan: SamplingPlan, index: int, long_edge: int = SEGMENT_FRAME_EDGE,
-                   limits: Limits = Limits()) -> SegmentFrames:
-    """Decode the frames `plan` sampled for segment `index` (fast seek plans read key frames). Where `limits`
-    isolate decoding, the file already went through PyAV in a child process; PyAV alone reads it here, the same
-    way, not decord."""
+def decode_segment(video: str | os.PathLike, plan: SamplingPlan, index: int, long_edge: int = SEGMENT_FRAME_EDGE,
+                   limits: Limits = Limits()) -> tuple[list[np.ndarray], list[float]]:
+    """The frames `plan` sampled for segment `index`, decoded again at display size, and the time each shows (a
+    fast-seek plan reads codec key frames). Where `limits` isolate decoding, the file already went through PyAV in a
+    child process; PyAV alone reads it here, the same way, not decord."""
     if not 0 <= index < len(plan.segments):
         raise InputError(f"This video has segments 0 to {len(plan.segments) - 1} (got {index}).")
-    window = plan.segments[index]
+    positions = plan.segments[index]  # the segment's frames, as positions in the plan
     reader = open_video(video, keyframes_only=plan.keyframes_only, long_edge=long_edge,
                         decord=not limits.isolate_decoding, max_pixels=limits.max_frame_pixels)
     try:
-        decoded = list(reader.read([plan.frame_indices[i] for i in window]))
+        decoded = list(reader.read([plan.frame_indices[i] for i in positions]))
     finally:
         reader.close()
-    frames = fit_long_edge(np.stack(decoded), long_edge)
-    return SegmentFrames(index, list(frames), [plan.frame_times[i] for i in window])
+    frames = fit_long_edge(np.stack(decoded), long_edge)  # [T, H, W, 3]
+    return list(frames), [plan.frame_times[i] for i in positions]

@@ -13,6 +13,7 @@ import pytest
 
 import tempo
 from tempo import analysis, batch, cli, engine
+from tempo.engine.request import sweep_budgets, sweep_configs
 from tempo.render import report as share
 from tempo.render.progress import RunProgress
 from tempo.render.text import NO_ANSWER
@@ -47,8 +48,8 @@ def test_another_allocation_of_a_compression_is_the_run_with_those_settings(fixt
 def test_a_budget_sweep_goes_from_one_token_per_segment_to_every_memory_token(fixture_model, bikes):
     compression = engine.compress(fixture_model, bikes, QUESTION, config())
     k_max, n = fixture_model.spec.num_memory_tokens, len(compression.relevance)
-    sweep = [engine.reanswer(fixture_model, compression, row) for row in analysis.sweep_configs(config(), n, k_max)]
-    assert [r.budget for r in sweep] == analysis.sweep_budgets(n, k_max)
+    sweep = [engine.reanswer(fixture_model, compression, row) for row in sweep_configs(config(), n, k_max)]
+    assert [r.budget for r in sweep] == sweep_budgets(n, k_max)
     assert sweep[0].budget == n and sweep[-1].budget == n * k_max
     assert (sweep[-1].tokens_used == n * k_max
             and sweep[-1].config.allocation.strategy == "off")  # everything, at the top
@@ -66,9 +67,9 @@ def test_an_answer_is_usable_unless_empty_or_looping(answer, expected):
 
 
 def test_sweep_budgets_are_log_spaced_and_distinct():
-    assert analysis.sweep_budgets(38, 32) == [38, 76, 152, 304, 608, 1216]
-    assert analysis.sweep_budgets(3, 2, count=6) == [3, 4, 5, 6]  # few distinct budgets: no repeats
-    assert analysis.sweep_budgets(5, 1) == [5]
+    assert sweep_budgets(38, 32) == [38, 76, 152, 304, 608, 1216]
+    assert sweep_budgets(3, 2, count=6) == [3, 4, 5, 6]  # few distinct budgets: no repeats
+    assert sweep_budgets(5, 1) == [5]
 
 
 def test_changes_ranks_and_the_segments_that_changed_most():
@@ -82,12 +83,12 @@ def test_changes_ranks_and_the_segments_that_changed_most():
 def test_segment_frames_are_the_ones_the_run_sampled(fixture_model, fixtures):
     video = fixtures / "videos" / "shapes_40s_320x240.mp4"
     plan = engine.compress(fixture_model, video, QUESTION, config(), tempo.VideoCache()).plan
-    shown = analysis.segment_frames(video, plan, 2)
-    assert len(shown.frames) == len(plan.segments[2]) == len(shown.times)
-    assert shown.times == plan.segment_frame_times(2)
-    assert max(shown.frames[0].shape[:2]) <= analysis.SEGMENT_FRAME_EDGE
+    frames, times = analysis.decode_segment(video, plan, 2)
+    assert len(frames) == len(plan.segments[2]) == len(times)
+    assert times == plan.segment_frame_times(2)
+    assert max(frames[0].shape[:2]) <= analysis.SEGMENT_FRAME_EDGE
     with pytest.raises(tempo.InputError, match=f"segments 0 to {len(plan.segments) - 1}"):
-        analysis.segment_frames(video, plan, len(plan.segments))
+        analysis.decode_segment(video, plan, len(plan.segments))
 
 
 # ------------------------------------------------------------------------------------------------ batch

@@ -69,11 +69,11 @@ def test_the_micro_batch_depends_on_the_device_and_the_cpu_keeps_four():
     (the device's) and zero is not."""
     setting = setting_named("micro_batch")
     assert RunConfig().micro_batch is None
-    on = {kind: micro_batch(SimpleNamespace(device=SimpleNamespace(type=kind)), RunConfig())
+    on = {kind: micro_batch(SimpleNamespace(device=SimpleNamespace(type=kind)), RunConfig().micro_batch)
           for kind in ("cpu", "cuda", "mps")}
     assert on == {"cpu": 4, "cuda": 16, "mps": 4}
     chosen = RunConfig().with_settings({"micro_batch": 2})
-    assert micro_batch(SimpleNamespace(device=SimpleNamespace(type="cuda")), chosen) == 2
+    assert micro_batch(SimpleNamespace(device=SimpleNamespace(type="cuda")), chosen.micro_batch) == 2
     RunConfig().validate()
     assert setting.check(None) is None
     with pytest.raises(InputError, match="Micro-batch 0 is less than minimum 1"):

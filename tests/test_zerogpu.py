@@ -198,7 +198,7 @@ def test_on_zerogpu_one_function_asks_for_the_gpu_time_its_job_needs(fixture_mod
     def job(segments: int, answers: int, cached: bool, max_new_tokens: int = 512) -> Job:
         config = tempo.RunConfig(generation=tempo.GenerationConfig(max_new_tokens=max_new_tokens))
         probed = tempo.VideoProbed("v.mp4", 60.0, 30.0, 1800, 640, 360, 8 * segments, 2.0, segments, "pyav")
-        return Job("q", probed, None, config, (config,) * answers, Timer(),
+        return Job("q", probed, None, config.micro_batch, (config,) * answers, Timer(),
                    compression=Compression("q", probed, None) if cached else None)
 
     seconds = device.gpu_seconds

@@ -9,7 +9,9 @@ import pytest
 
 import tempo
 from tempo.config import RunConfig, SamplingConfig, Zoom
-from tempo.engine.zoom import asks_order, coarse_to_fine, moment_of, peaks, reason_to_zoom, zoomable
+from tempo.engine import Answers, Request
+from tempo.engine.request import answer_configs, sweep_budgets, zoomable
+from tempo.engine.zoom import asks_order, coarse_to_fine, moment_of, peaks, reason_to_zoom
 from tempo.events import Compressed, Compression, Finished, SegmentCompressed, VideoProbed, Zoomed
 from tempo.video import SamplingPlan
 from tests.conftest import ROOT
@@ -68,13 +70,13 @@ def test_it_looks_at_the_most_relevant_moment_and_for_order_between_two_peaks():
 
 
 def scripted(passes: list[list]) -> list:
-    """A stand-in for one pass of serve: each call yields the next script, and records what it was asked."""
+    """A stand-in for one pass of serve: each call yields the next script, and records the request it was given."""
     calls = []
 
-    def serve(config, answers):
-        calls.append((config, answers))
+    def one_pass(request):
+        calls.append(request)
         yield from passes[len(calls) - 1]
-    return serve, calls
+    return one_pass, calls
 
 
 def finished(video: VideoProbed, answer: str = "At 42.0 seconds.") -> Finished:
@@ -85,13 +87,14 @@ def test_one_answer_carries_both_passes_and_the_time_of_both():
     whole = compression_of([0.1] * 4 + [0.9] + [0.1] * 7)  # 120 s, most relevant at 40-50 s
     window = replace(whole.video, window=(29.0, 61.0))
     serve, calls = scripted([[whole.video, Compressed(whole)], [window, finished(window)]])
-    config = RunConfig(sampling=SMALL, zoom="auto")
-    events = list(coarse_to_fine(serve, "When does it appear?", config, lambda r: [4] * len(r), "because"))
+    request = Request("v.mp4", "When does it appear?", RunConfig(sampling=SMALL, zoom="auto"))
+    events = list(coarse_to_fine(serve, request, lambda r: [4] * len(r), "because"))
     zoomed, = [e for e in events if isinstance(e, Zoomed)]
     assert zoomed.window == (29.0, 61.0) and zoomed.moment == 45.0 and len(zoomed.segments) == 12
-    assert calls[0][1](whole.video) == ()  # the first pass compresses only ...
-    closer, answers = calls[1]
-    assert (closer.sampling.start, closer.sampling.end) == zoomed.window and answers == (closer,)
+    assert calls[0].answers is Answers.ONE_IF_TOO_SHORT_TO_ZOOM  # the first pass compresses only ...
+    assert answer_configs(calls[0], whole.video, 16) == ()
+    closer = calls[1].config
+    assert (closer.sampling.start, closer.sampling.end) == zoomed.window and calls[1].answers is Answers.ONE
     assert closer.zoom == Zoom.OFF  # ... and the second never zooms again
     result = events[-1]
     assert result.zoom == zoomed and result.video.window == (29.0, 61.0)
@@ -101,9 +104,9 @@ def test_one_answer_carries_both_passes_and_the_time_of_both():
 def test_a_video_too_short_to_zoom_is_answered_in_one_pass():
     short = compression_of([0.5] * 3)  # 30 s: 2 fps throughout
     serve, calls = scripted([[short.video, Compressed(short), finished(short.video)]])
-    config = RunConfig(sampling=SMALL, zoom="always")
-    events = list(coarse_to_fine(serve, "When?", config, lambda r: [4] * len(r), "because"))
-    assert calls[0][1](short.video) == (config,) and len(calls) == 1
+    request = Request("v.mp4", "When?", RunConfig(sampling=SMALL, zoom="always"))
+    events = list(coarse_to_fine(serve, request, lambda r: [4] * len(r), "because"))
+    assert answer_configs(calls[0], short.video, 16) == (request.config,) and len(calls) == 1
     assert not any(isinstance(e, Zoomed) for e in events) and events[-1].zoom is None
 
 
@@ -112,10 +115,11 @@ def test_two_moments_too_far_apart_are_answered_from_the_whole_video_without_rep
     replay = [whole.video, Compressed(whole, from_cache=True), SegmentCompressed(0, 0.0, 10.0, 0.9, num_segments=12),
               finished(whole.video, "The red circle.")]
     serve, calls = scripted([[whole.video, Compressed(whole)], replay])
-    events = list(coarse_to_fine(serve, "Which appears first, the red circle or the blue star?",
-                                 RunConfig(sampling=SMALL, zoom="auto"), lambda r: [4] * len(r), "because"))
+    request = Request("v.mp4", "Which appears first, the red circle or the blue star?",
+                      RunConfig(sampling=SMALL, zoom="auto"))
+    events = list(coarse_to_fine(serve, request, lambda r: [4] * len(r), "because"))
     assert [type(e) for e in events] == [VideoProbed, Compressed, Finished]
-    assert calls[1][1] == (calls[1][0],) and events[-1].answer == "The red circle."
+    assert calls[1] == request and events[-1].answer == "The red circle."
 
 
 @pytest.fixture(scope="module")
@@ -141,3 +145,19 @@ def test_zoom_on_the_embedded_model_answers_over_the_window_in_the_video_s_time(
     assert plain.zoom is None and plain.video.window is None
     asked_colour = list(tempo.run(model, TWO_MINUTES, "What colour is the triangle?", config, cache=cache))
     assert not any(isinstance(e, Zoomed) for e in asked_colour)  # auto zooms into questions of time only
+
+
+def test_a_request_names_its_answers_and_only_one_answer_zooms():
+    config = RunConfig(sampling=SMALL, zoom="always")
+    other = replace(config, allocation=replace(config.allocation, strategy="uniform"))
+    probed = VideoProbed("v.mp4", 120.0, 4.0, 480, 512, 256, 64, 0.53, 8, "test")
+    asked = {answers: answer_configs(Request("v.mp4", "q", config, answers), probed, 16)
+             for answers in Answers if answers is not Answers.COMPARED}
+    assert asked[Answers.NONE] == () and asked[Answers.ONE] == (config,)
+    assert asked[Answers.ONE_IF_TOO_SHORT_TO_ZOOM] == ()  # 120 s sampled at 64 frames: it zooms
+    sweep = asked[Answers.BUDGETS]
+    assert [c.allocation.budget for c in sweep] == sweep_budgets(8, 16) and sweep[-1].allocation.strategy == "off"
+    compared = Request("v.mp4", "q", config, Answers.COMPARED, compared_with=other)
+    assert answer_configs(compared, probed, 16) == (config, other)
+    with pytest.raises(ValueError, match="compared_with"):
+        Request("v.mp4", "q", config, Answers.COMPARED)

@@ -117,7 +117,7 @@ def request(model: TempoModel, video: Video, question: str, config: RunConfig,
     """`execute` one job (as a ZeroGPU worker does), every stage synchronised, the device's peak memory tracked."""
     device = model.device
     timer = SyncedTimer(device)
-    job = Job(question, video.probed, video.plan, config, (config,), timer,
+    job = Job(question, video.probed, video.plan, config.micro_batch, (config,), timer,
               segments=video.segments if segments is None else segments, compression=compression,
               keep_vision_bytes=2**40 if keep_vision else 0)
     if device.type == "cuda":

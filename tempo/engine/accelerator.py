@@ -41,10 +41,10 @@ def micro_batches(items: Iterable, size: int) -> Iterator[list]:
         yield batch
 
 
-def micro_batch(model: TempoModel, config: RunConfig) -> int:
-    """Segments per compressor pass: the run's, else the settings table's default where the model runs."""
-    if config.micro_batch is not None:
-        return config.micro_batch
+def micro_batch(model: TempoModel, chosen: int | None) -> int:
+    """Segments per compressor pass: the run's `chosen`, else the settings table's default where the model runs."""
+    if chosen is not None:
+        return chosen
     default = setting_named("micro_batch").default(place=model.device.type)
     assert isinstance(default, int)  # the table's defaults for a whole-number setting, in its range
     return default
@@ -140,7 +140,7 @@ def compress_segments(model: TempoModel, job: Job) -> Generator[Event, None, Com
     kept: list[EncodedSegment] | None = [] if job.keep_vision_bytes else None
     started = time.perf_counter()
     try:
-        for batch in micro_batches(job.segments, micro_batch(model, job.config)):
+        for batch in micro_batches(job.segments, micro_batch(model, job.micro_batch)):
             batch = encode_batch(model, batch, job.timer)
             batch_memories, batch_relevance = compress_batch(model, batch, job.query, job.plan, job.timer)
             for segment, memory, score in zip(batch, batch_memories, batch_relevance):
@@ -167,7 +167,7 @@ def execute(model: TempoModel, job: Job) -> Iterator[Event]:
     compression = job.compression
     if compression is None:
         compression = yield from compress_segments(model, job)
-    for config in job.configs:
+    for config in job.answer_configs:
         yield from respond(model, compression, config, job.timer, job.dialogue)
 
 

@@ -9,8 +9,7 @@ import contextlib
 import os
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from functools import partial
+from dataclasses import dataclass, replace
 
 from ..allocation import check_budget
 from ..config import Limits, RunConfig
@@ -26,7 +25,8 @@ from ..video.sandbox import SandboxedDecoder
 from ..video.segments import Decoder, LocalDecoder, PreparedSegment
 from .accelerator import allocate_tokens, effective_budget, execute, frame_time, out_of_memory_as_error, respond
 from .cache import VideoCache, VideoEntry, VideoKey, default_cache
-from .job import Configs, Dialogue, Job
+from .job import Dialogue, Job
+from .request import Answers, Request, answer_configs
 from .zoom import coarse_to_fine, reason_to_zoom
 
 Accelerate = Callable[[Job], Iterable[Event]]
@@ -120,50 +120,57 @@ def opened(video: str | os.PathLike, config: RunConfig, cache: VideoCache, geome
 
 # ------------------------------------------------------------------------------------------------ the host's half
 
-def serve(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig, configs: Configs,
-          cache: VideoCache, accelerate: Accelerate | None = None, remote: bool = False,
-          history: Sequence[Exchange] = ()) -> Generator[Event, None, None]:
-    """The host's half of a request (`config` and `question` already checked): `VideoProbed`, then the job's events
-    as `accelerate` (default: `execute` here) yields them. `configs`: the allocations to answer under, or a function
-    of the probe giving them. One `Compressed` always comes before the answers, and what it holds is kept in
-    `cache`. `remote`: the accelerator is another process; the video is then read here first (a `SegmentRead`
-    each), its pixels kept in the cache and sent with the job. `history`: the conversation's earlier turns.
-    An ask (one answer, under `config`) whose `config.zoom` says so looks closer first (`zoom`): two passes."""
-    one_pass = partial(serve_once, model, video, question, cache=cache, accelerate=accelerate, remote=remote,
-                       history=history)
-    asking = not callable(configs) and len(configs) == 1 and configs[0] == config
-    reason = reason_to_zoom(question, config.zoom) if asking else None
+def serve(model: TempoModel, request: Request, cache: VideoCache, accelerate: Accelerate | None = None,
+          remote: bool = False) -> Generator[Event, None, None]:
+    """The host's half of `request`: `VideoProbed`, then the job's events as `accelerate` (default: `execute` here)
+    yields them, one answer per config of `request.answers`. One `Compressed` always comes before the answers, and
+    what it holds is kept in `cache`. `remote`: the accelerator is another process; the video is then read here
+    first (a `SegmentRead` each), its pixels kept in the cache and sent with the job. A request for one answer whose
+    `config.zoom` says so looks closer first (`zoom`): two passes."""
+
+    def one_pass(request: Request) -> Iterator[Event]:
+        return serve_once(model, request, cache, accelerate, remote)
+
+    reason = reason_to_zoom(request.question, request.config.zoom) if request.answers is Answers.ONE else None
     if reason is None:
-        yield from one_pass(config, configs)
+        yield from one_pass(request)
         return
-    yield from coarse_to_fine(one_pass, question, config,
-                              lambda relevance: allocate_tokens(model, relevance, config), reason)
+    yield from coarse_to_fine(one_pass, request, lambda relevance: allocate_tokens(model, relevance, request.config),
+                              reason)
 
 
-def serve_once(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig, configs: Configs,
-               cache: VideoCache, accelerate: Accelerate | None = None, remote: bool = False,
-               history: Sequence[Exchange] = ()) -> Iterator[Event]:
-    """One pass of `serve` over what `config` samples."""
-    accelerate = accelerate or partial(execute, model)
+def serve_once(model: TempoModel, request: Request, cache: VideoCache, accelerate: Accelerate | None = None,
+               remote: bool = False) -> Iterator[Event]:
+    """One pass of `serve` over what `request.config` samples, never looking closer."""
+    config = request.config
+    accelerate = accelerate or model_here(model)
     timer = Timer()
-    query, dialogue = conversation_turn(model, question, history)
-    with out_of_memory_as_error(), opened(video, config, cache, model.geometry, timer) as source:
+    query, dialogue = conversation_turn(model, request.question, request.history)
+    with out_of_memory_as_error(), opened(request.video, config, cache, model.geometry, timer) as source:
         check_duration(source.probed, config.limits)
         yield source.probed
-        chosen = tuple(configs(source.probed) if callable(configs) else configs)
-        for answer_config in chosen or (config,):
+        answer_under = answer_configs(request, source.probed, model.spec.num_memory_tokens)
+        for answer_config in answer_under or (config,):
             check_budget(source.probed.num_segments, effective_budget(model, answer_config),
                          answer_config.allocation.strategy, config.sampling.segment_frames)
-        make_job = partial(Job, query, source.probed, source.plan, config, chosen, timer, dialogue=dialogue)
+        job = Job(query, source.probed, source.plan, config.micro_batch, answer_under, timer, dialogue=dialogue)
         known = cache.compression(source.key, query) if source.cached is not None and source.key is not None else None
         if known is not None:
-            yield from replayed(source, known, make_job(compression=known), accelerate)
+            yield from replayed(source, known, replace(job, compression=known), accelerate)
         elif source.cached is not None:
-            yield from from_cached_segments(source, make_job(segments=source.cached.segments), accelerate, cache)
+            yield from from_cached_segments(source, replace(job, segments=source.cached.segments), accelerate, cache)
         elif remote:
-            yield from read_then_sent(source, make_job, accelerate, cache)
+            yield from read_then_sent(source, job, accelerate, cache)
         else:
-            yield from decoded_here(source, make_job, accelerate, cache)
+            yield from decoded_here(source, job, accelerate, cache)
+
+
+def model_here(model: TempoModel) -> Accelerate:
+    """The accelerator's half in this process: `execute` on `model`."""
+
+    def accelerate(job: Job) -> Iterator[Event]:
+        return execute(model, job)
+    return accelerate
 
 
 def conversation_turn(model: TempoModel, question: str, history: Sequence[Exchange]) -> tuple[str, Dialogue]:
@@ -184,7 +191,7 @@ def replayed(source: Source, compression: Compression, job: Job, accelerate: Acc
     for segment, score in zip(source.cached.segments, compression.relevance):
         yield SegmentCompressed(segment.index, *source.plan.span(segment.index), score, frame=segment.thumbnail,
                                 frame_time=frame_time(source.plan, segment), num_segments=source.probed.num_segments)
-    if job.configs:
+    if job.answer_configs:
         yield from accelerate(job)
 
 
@@ -197,24 +204,22 @@ def from_cached_segments(source: Source, job: Job, accelerate: Accelerate, cache
         yield event
 
 
-def read_then_sent(source: Source, make_job: Callable[..., Job], accelerate: Accelerate,
-                   cache: VideoCache) -> Iterator[Event]:
+def read_then_sent(source: Source, job: Job, accelerate: Accelerate, cache: VideoCache) -> Iterator[Event]:
     """A new video for an accelerator in another process: every segment is read here first, its pixels cached,
     then sent."""
     assert source.decoder is not None  # a video the cache lacks has been opened
     segments = yield from read_all(source.decoder.segments(), source.probed.num_segments)
     if source.key is not None:
         cache.put(source.key, VideoEntry(source.probed, source.plan, segments))
-    yield from from_cached_segments(source, make_job(segments=segments), accelerate, cache)
+    yield from from_cached_segments(source, replace(job, segments=segments), accelerate, cache)
 
 
-def decoded_here(source: Source, make_job: Callable[..., Job], accelerate: Accelerate,
-                 cache: VideoCache) -> Iterator[Event]:
+def decoded_here(source: Source, job: Job, accelerate: Accelerate, cache: VideoCache) -> Iterator[Event]:
     """A new video for an accelerator in this process: segments stream from the decoder as they are read, and
     their vision features come back with the compression to be cached with it, where they fit."""
     assert source.decoder is not None  # a video the cache lacks has been opened
     keep = cache.max_bytes if source.key is not None else 0
-    for event in accelerate(make_job(segments=source.decoder.segments(), keep_vision_bytes=keep)):
+    for event in accelerate(replace(job, segments=source.decoder.segments(), keep_vision_bytes=keep)):
         if isinstance(event, Compressed) and event.vision is not None:
             assert source.key is not None  # vision comes back only when kept: keep > 0
             compressions = OrderedDict({event.compression.query: event.compression})
@@ -242,7 +247,7 @@ def run(model: TempoModel, video: str | os.PathLike, question: str, config: RunC
     `history` holds the conversation's earlier turns, oldest first."""
     config, question = checked(model, question, config)
     cache = default_cache(model) if cache is None else cache
-    yield from serve(model, video, question, config, (config,), cache, history=history)
+    yield from serve(model, Request(video, question, config, history=tuple(history)), cache)
 
 
 def compress(model: TempoModel, video: str | os.PathLike, question: str, config: RunConfig | None = None,
@@ -250,7 +255,7 @@ def compress(model: TempoModel, video: str | os.PathLike, question: str, config:
     """`question` about `video` through the compressor (or from the cache), without answering."""
     config, question = checked(model, question, config)
     cache = default_cache(model) if cache is None else cache
-    for event in serve(model, video, question, config, (), cache):
+    for event in serve(model, Request(video, question, config, Answers.NONE), cache):
         if isinstance(event, Compressed):
             return event.compression
     raise TempoError("The compressor ended without a compression.")

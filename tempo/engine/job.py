@@ -3,7 +3,7 @@ compression, when the cache holds it) and what to answer. Everything in it pickl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..config import RunConfig
@@ -13,8 +13,6 @@ from ..timing import Timer
 from ..video import SamplingPlan
 from ..video.segments import PreparedSegment
 from .cache import EncodedSegment
-
-Configs = Sequence[RunConfig] | Callable[[VideoProbed], Sequence[RunConfig]]  # to answer under, or made from the probe
 
 
 @dataclass(frozen=True)
@@ -28,14 +26,15 @@ class Dialogue:
 
 @dataclass(frozen=True)
 class Job:
-    """One trip to the accelerator: compress `segments` for `query` (unless `compression` is given), then answer
-    once per config in `configs` (an ask has one, a comparison two, a budget sweep six)."""
+    """One trip to the accelerator: compress `segments` for `query` (unless `compression` is given), `micro_batch`
+    at a time, then answer once under each of `answer_configs` (an ask has one, a comparison two, a budget sweep
+    six, a compression alone none)."""
 
     query: str  # what the compressor reads (the cache keeps its compression under it)
     video: VideoProbed
     plan: SamplingPlan
-    config: RunConfig  # the run's sampling and micro-batch
-    configs: tuple[RunConfig, ...]  # to answer under
+    micro_batch: int | None  # segments per compressor pass (None: where the model runs decides)
+    answer_configs: tuple[RunConfig, ...]  # each answer's allocation and generation
     timer: Timer
     segments: Iterable[PreparedSegment | EncodedSegment] = ()
     compression: Compression | None = None

@@ -13,8 +13,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 
-from ..config import RunConfig, SamplingConfig, Zoom
+from ..config import SamplingConfig, Zoom
 from ..events import Compressed, Compression, Event, Finished, Segment, SegmentCompressed, VideoProbed, Zoomed
+from .request import Answers, Request
 
 # What makes a question one about time: "when", "what time", "from when to when", "how long"; and about order:
 # "which ... first", "before or after", "earlier or later".
@@ -22,7 +23,7 @@ WHEN = re.compile(r"\b(when|what time|at what (time|point|moment)|how long)\b", 
 ORDER = re.compile(r"\b(first|earlier|before|after|later|last)\b", re.IGNORECASE)
 ALTERNATIVES = re.compile(r"\bor\b", re.IGNORECASE)
 
-Serve = Callable[[RunConfig, object], Iterable[Event]]  # one pass: (config, answers) -> its events
+OnePass = Callable[[Request], Iterable[Event]]  # one pass of the host's half over a request, never zooming
 
 
 def asks_order(question: str) -> bool:
@@ -41,12 +42,6 @@ def reason_to_zoom(question: str, mode: str) -> str | None:
     if WHEN.search(question):
         return "the question asks when"
     return None
-
-
-def zoomable(probed: VideoProbed, sampling: SamplingConfig) -> bool:
-    """Whether a closer window exists: the stretch sampled is longer than the full rate can cover."""
-    low, high = sampling.stretch(probed.duration)
-    return sampling.max_frames / sampling.fps < high - low
 
 
 def peaks(relevance: Sequence[float], count: int) -> list[int]:
@@ -76,13 +71,14 @@ def moment_of(compression: Compression, question: str, sampling: SamplingConfig)
     return (first[0] + second[1]) / 2
 
 
-def coarse_to_fine(serve: Serve, question: str, config: RunConfig, allocate: Callable[[list[float]], list[int]],
+def coarse_to_fine(one_pass: OnePass, request: Request, allocate: Callable[[list[float]], list[int]],
                    reason: str) -> Iterator[Event]:
     """The whole video's pass (compression only, unless it is too short to zoom: then it answers), then `Zoomed`
     and the window's pass, whose `Finished` carries the first pass and the time both took."""
     started = time.perf_counter()
+    config = request.config
     whole: Compression | None = None
-    for event in serve(config, lambda probed: () if zoomable(probed, config.sampling) else (config,)):
+    for event in one_pass(replace(request, answers=Answers.ONE_IF_TOO_SHORT_TO_ZOOM)):
         if isinstance(event, Compressed):
             whole = event.compression
         yield event
@@ -90,20 +86,20 @@ def coarse_to_fine(serve: Serve, question: str, config: RunConfig, allocate: Cal
             return
     if whole is None:
         return
-    moment = moment_of(whole, question, config.sampling)
+    moment = moment_of(whole, request.question, config.sampling)
     window = None if moment is None else config.sampling.closer_window(moment, whole.video.duration)
     if window is None:  # a question of order whose two moments lie further apart than a window
-        yield from answered_again(serve, config)
+        yield from answered_again(one_pass, request)
         return
     assert moment is not None  # the window is around it
     tokens = allocate(whole.relevance)
-    segments = tuple(Segment(i, *whole.plan.span(i), score, k)
-                     for i, (score, k) in enumerate(zip(whole.relevance, tokens)))
+    segments = tuple(Segment(i, *whole.plan.span(i), relevance, k)
+                     for i, (relevance, k) in enumerate(zip(whole.relevance, tokens)))
     zoomed = Zoomed(window, round(moment, 1), reason, whole.video, segments)
     yield zoomed
     first = time.perf_counter() - started
     closer = replace(config, sampling=replace(config.sampling, start=window[0], end=window[1]), zoom=Zoom.OFF.value)
-    for event in serve(closer, (closer,)):
+    for event in one_pass(replace(request, config=closer)):
         if isinstance(event, Finished):
             timings = dict(event.timings)
             timings["first pass"] = round(first, 4)
@@ -112,9 +108,9 @@ def coarse_to_fine(serve: Serve, question: str, config: RunConfig, allocate: Cal
         yield event
 
 
-def answered_again(serve: Serve, config: RunConfig) -> Iterator[Event]:
+def answered_again(one_pass: OnePass, request: Request) -> Iterator[Event]:
     """The whole video answered after all: its compression replays from the cache, so only the answer's events are
     new."""
-    for event in serve(config, (config,)):
+    for event in one_pass(request):
         if not isinstance(event, (VideoProbed, Compressed, SegmentCompressed)):
             yield event
