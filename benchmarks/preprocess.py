@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tempo import bench  # noqa: E402
-from tempo.config import SamplingConfig  # noqa: E402
+from tempo.config import SamplingConfig, cache_folder  # noqa: E402
 from tempo.video import long_edge_size  # noqa: E402
 from tempo.video.patches import PatchGeometry, fit_long_edge, frame_size  # noqa: E402
 from tempo.video.resample import resize  # noqa: E402
@@ -69,7 +69,7 @@ def segment_resizes(runs: int = 10) -> dict:
 
 
 def file_to_tensors(runs: int = 2) -> dict:
-    cache = os.path.join(os.environ.get("TEMPO_CACHE", os.path.expanduser("~/.cache/tempo")), "bench")
+    cache = cache_folder("bench")
     figures = {}
     for name, seconds in bench.VIDEOS.items():
         path = bench.make_video(os.path.join(cache, f"testsrc2-720p30-{seconds}s.mp4"), seconds)

@@ -18,7 +18,7 @@ import gradio as gr
 import spaces
 from spaces.config import Config as SpacesConfig
 
-from tempo.engine import Job, execute, out_of_memory_as_error
+from tempo.engine import Job, execute
 from tempo.events import Event
 from tempo.model import TempoModel
 
@@ -127,8 +127,7 @@ def gpu_seconds(job: Job) -> int:
 def on_accelerator(model: TempoModel, job: Job) -> Iterator[Event]:
     """The accelerator's half of `job`. Refusals become the visitor's message here, where they are raised."""
     try:
-        with out_of_memory_as_error():
-            yield from execute(model, job)
+        yield from execute(model, job)
     except gr.Error:
         raise
     except Exception as exc:

@@ -17,16 +17,14 @@ import socket
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from urllib.parse import unquote, urljoin, urlsplit
-
-import httpx
+from urllib.parse import unquote, urlsplit
 
 from tempo.config import Limits
 from tempo.engine import check_size
 from tempo.errors import InputError
+from tempo.fetch import Fetcher
 
 FILE_ROUTE = "/gradio_api/file="
-MAX_REDIRECTS = 5
 TIMEOUT_S = 30.0  # connecting, and between two chunks of the download
 CHUNK = 2**20
 # Hugging Face's own hosts are trusted as Gradio trusts them: from inside a Space they resolve to internal addresses.
@@ -117,45 +115,14 @@ def public_address(host: str) -> str | None:
     return str(addresses[0])
 
 
-class PinnedTransport(httpx.HTTPTransport):
-    """Connects to the address that was checked, not to whatever the name resolves to next (DNS rebinding), while
-    keeping the host's name for the Host header and TLS."""
-
-    def __init__(self, address: str):
-        super().__init__()
-        self.address = address
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        host = request.url.host
-        request.url = request.url.copy_with(host=self.address)
-        request.headers["Host"] = host
-        request.extensions = {**request.extensions, "sni_hostname": host}
-        return super().handle_request(request)
-
-
 def fetched(url: str, uploads: Path, limits: Limits) -> str:
-    """A public http(s) URL downloaded into the upload folder, each redirect checked again, refused as soon as it
-    passes the upload limit."""
-    for _ in range(MAX_REDIRECTS + 1):
-        host = urlsplit(url).hostname
-        if not host:
-            raise InputError(f"The video's URL has no host. {HOW}")
-        address = public_address(host)
-        transport = PinnedTransport(address) if address else None
-        with httpx.Client(transport=transport, timeout=TIMEOUT_S) as client:
-            try:
-                with client.stream("GET", url, follow_redirects=False) as response:
-                    if response.is_redirect:
-                        url = urljoin(url, response.headers.get("location", ""))
-                        continue
-                    if response.status_code != 200:
-                        raise InputError(f"Fetching the video failed: {host} answered HTTP {response.status_code}.")
-                    check_size(int(response.headers.get("content-length") or 0), limits)
-                    name = Path(unquote(urlsplit(url).path)).name or "video.mp4"
-                    return stored(limited(response.iter_bytes(CHUNK), limits), name, uploads)
-            except httpx.HTTPError as exc:
-                raise InputError(f"Fetching the video from {host} failed ({type(exc).__name__}).") from None
-    raise InputError(f"The video's URL redirects more than {MAX_REDIRECTS} times.")
+    """A public http(s) URL downloaded into the upload folder, each redirect checked again (`tempo.fetch`), refused
+    as soon as it passes the upload limit."""
+    fetcher = Fetcher(public_address, TIMEOUT_S, "video", InputError)
+    with fetcher.response(url) as response:
+        check_size(int(response.headers.get("content-length") or 0), limits)
+        name = Path(unquote(urlsplit(response.extensions["final_url"]).path)).name or "video.mp4"
+        return stored(limited(response.iter_bytes(CHUNK), limits), name, uploads)
 
 
 def limited(chunks: Iterable[bytes], limits: Limits) -> Iterator[bytes]:

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from tempo.config import Limits
 from tempo.errors import InputError
-from tempo.live import UNSEEN_SEEDS, Fetcher, LiveConfig, LiveWatch, LiveWorld, file_frames, open_stream
+from tempo.live import UNSEEN_SEEDS, LiveConfig, LiveWatch, LiveWorld, StreamFetcher, file_frames, open_stream
 
 from . import handover
 from .device import COST, ZEROGPU
@@ -63,9 +63,9 @@ def stream_address(host: str, lab: bool) -> str | None:
                      f"from the public internet only{allow}.")
 
 
-def stream_fetcher(limits: Limits) -> Fetcher:
+def stream_fetcher(limits: Limits) -> StreamFetcher:
     lab = lab_allowed(limits)
-    return Fetcher(lambda host: stream_address(host, lab))
+    return StreamFetcher(lambda host: stream_address(host, lab))
 
 
 def zerogpu_live_cost(group: int = 1, visitor: str = "anonymous") -> tuple[float, float, float]:

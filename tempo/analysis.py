@@ -15,7 +15,7 @@ import numpy as np
 
 from .allocation import scaled_relevance
 from .config import Limits, RunConfig
-from .engine import allocate_tokens
+from .engine.steps import allocate_tokens
 from .errors import InputError
 from .events import Segment
 from .model import TempoModel

@@ -29,7 +29,7 @@ import psutil
 import torch
 from PIL import Image
 
-from .config import GenerationConfig, RunConfig, SamplingConfig, Zoom
+from .config import GenerationConfig, RunConfig, SamplingConfig, Zoom, cache_folder
 from .engine import VideoCache, run
 from .engine.steps import EncodedSegment, compress_batch, give_back_freed_memory, open_decoder, respond
 from .events import AllocationDone, Compression, Finished, SegmentCompressed
@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     model = from_pretrained(args.model, base=args.base, device=args.device)
     sandbox.warm_up()  # the decoding processes' fork server starts once, as the app's does at start-up
     memory = PeakMemory(model.device)
-    cache = os.path.join(os.environ.get("TEMPO_CACHE", os.path.expanduser("~/.cache/tempo")), "bench")
+    cache = cache_folder("bench")
     if args.video:
         videos = {os.path.basename(args.video): args.video}
     else:

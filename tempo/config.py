@@ -45,6 +45,14 @@ ZOOMS = {  # value: what it does (the app's label)
 }
 
 
+CACHE_FOLDER = "~/.cache/tempo"  # where the library keeps what it makes once, unless $TEMPO_CACHE says elsewhere
+
+
+def cache_folder(*parts: str) -> str:
+    """A path under the library's cache folder: $TEMPO_CACHE, or CACHE_FOLDER."""
+    return os.path.join(os.environ.get("TEMPO_CACHE") or os.path.expanduser(CACHE_FOLDER), *parts)
+
+
 @dataclass(frozen=True)
 class SamplingConfig:
     """How frames are taken from the video and grouped into segments."""

@@ -7,12 +7,12 @@ import re
 from packaging.requirements import Requirement
 from packaging.version import Version
 
+from demo.device import ZEROGPU
 from tests.conftest import ROOT
 
-# Hugging Face hub docs, docs/hub/spaces-zerogpu.md, "Supported Versions" (as last changed on 2026-07-21): ZeroGPU
-# installs only these torch versions, on these Pythons.
-ZEROGPU_TORCH = ("2.8.0", "2.9.1", "2.10.0", "2.11.0")
-ZEROGPU_PYTHONS = ("3.10.13", "3.12.12")
+# ZeroGPU installs only the torch versions on its list, on its Pythons: demo/device.py's ZEROGPU, as read from the hub.
+ZEROGPU_TORCH = ZEROGPU.torch
+ZEROGPU_PYTHONS = ZEROGPU.python
 
 
 def requirements(name: str) -> dict[str, Requirement]:

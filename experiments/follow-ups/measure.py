@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import tempo  # noqa: E402
+from tempo.config import cache_folder  # noqa: E402
 from tempo.engine import compress  # noqa: E402
 from tempo.model.prompts import Exchange, compressor_query  # noqa: E402
 from tempo.synthetic import Question, make_questions, segment_relevance  # noqa: E402
@@ -59,7 +59,7 @@ def main() -> int:
     args = parser.parse_args()
     model = tempo.from_pretrained(device="cpu")
     config = tempo.RunConfig()
-    directory = os.path.join(os.environ.get("TEMPO_CACHE", os.path.expanduser("~/.cache/tempo")), "synthetic")
+    directory = cache_folder("synthetic")
     hits = {kind: {rule: [] for rule in RULES} for kind in ("referring", "standalone")}
     for seed in range(args.seed, args.seed + args.n):
         path, video = video_file(seed, 60.0, 600.0, directory)

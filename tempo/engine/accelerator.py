@@ -163,12 +163,14 @@ def compress_segments(model: TempoModel, job: Job) -> Generator[Event, None, Com
 
 def execute(model: TempoModel, job: Job) -> Iterator[Event]:
     """The accelerator's half: one `SegmentCompressed` per segment and then `Compressed` (unless the job brings its
-    compression), then `AllocationDone`, `AnswerToken`s and `Finished` for each answer."""
-    compression = job.compression
-    if compression is None:
-        compression = yield from compress_segments(model, job)
-    for config in job.answer_configs:
-        yield from respond(model, compression, config, job.timer, job.dialogue)
+    compression), then `AllocationDone`, `AnswerToken`s and `Finished` for each answer. Running out of memory
+    raises `OutOfMemory`, wherever the job runs."""
+    with out_of_memory_as_error():
+        compression = job.compression
+        if compression is None:
+            compression = yield from compress_segments(model, job)
+        for config in job.answer_configs:
+            yield from respond(model, compression, config, job.timer, job.dialogue)
 
 
 @contextlib.contextmanager

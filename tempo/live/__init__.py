@@ -5,11 +5,11 @@ a rolling window of memories. Typed events (`events`) are the contract with call
 from .alerts import AlertRule
 from .errors import StreamError
 from .events import Alert, Gap, LiveEvent, LiveSegment, WatchEnded, WatchStarted
-from .network import Fetcher, open_stream
+from .network import StreamFetcher, open_stream
 from .sources import file_frames, stream_frames
 from .watch import LiveConfig, LiveWatch, watch
 from .world import UNSEEN_SEEDS, LiveWorld, Sighting
 
-__all__ = ["Alert", "AlertRule", "Fetcher", "Gap", "LiveConfig", "LiveEvent", "LiveSegment", "LiveWatch", "LiveWorld",
-           "Sighting", "StreamError", "UNSEEN_SEEDS", "WatchEnded", "WatchStarted", "file_frames", "open_stream",
+__all__ = ["Alert", "AlertRule", "Gap", "LiveConfig", "LiveEvent", "LiveSegment", "LiveWatch", "LiveWorld", "Sighting",
+           "StreamError", "StreamFetcher", "UNSEEN_SEEDS", "WatchEnded", "WatchStarted", "file_frames", "open_stream",
            "stream_frames", "watch"]

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..events import Segment
+
 
 @dataclass(frozen=True)
 class WatchStarted:
@@ -20,18 +22,16 @@ class WatchStarted:
     segment_frames: int
 
 
-@dataclass(frozen=True)
-class LiveSegment:
-    """One segment of the stream was compressed with the standing question as it arrived."""
+@dataclass(frozen=True, kw_only=True)
+class LiveSegment(Segment):
+    """One segment of the stream was compressed with the standing question as it arrived: the segment record (its
+    start and end in stream seconds, its key frame), and how it stands against the stream's recent level."""
 
-    index: int
-    start: float  # stream seconds
-    end: float
     relevance: float
+    frame: np.ndarray = field(repr=False, compare=False)  # the segment's sharpest frame (RGB, long edge <= 320)
+    frame_time: float  # when that frame was taken (stream seconds)
     level: float  # the stream's recent level as the alert rule reads it: a relevance, for plots
     rise: float  # how far this segment's log-odds of relevance stand above that level
-    frame: np.ndarray = field(repr=False)  # the segment's sharpest frame (RGB, long edge <= 320)
-    frame_time: float = 0.0  # when that frame was taken (stream seconds)
     lag: float | None = None  # seconds from its last frame's moment in real time to its result; None: unpaced
     alert: bool = False  # this segment raised an alert (an `Alert` follows it)
 

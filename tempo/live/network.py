@@ -1,8 +1,8 @@
 """Streams read over the network: HLS (a playlist of short segments, read as it grows), an HTTP video that never ends
-(MPEG-TS, fragmented MP4, Matroska, MJPEG), and RTSP. Every connection goes where the `Fetcher`'s `check` says:
-this library fetches HLS playlists, segments and HTTP bodies itself, each redirect checked again, and hands PyAV
-bytes; RTSP, which PyAV must speak itself, goes through a loopback relay to the checked address that ends the
-stream on an RTSP redirect. A server passes a check that refuses local addresses (demo/live_net.py)."""
+(MPEG-TS, fragmented MP4, Matroska, MJPEG), and RTSP. Every connection goes where the `StreamFetcher`'s `check`
+says: this library fetches HLS playlists, segments and HTTP bodies itself, each redirect checked again, and hands
+PyAV bytes; RTSP, which PyAV must speak itself, goes through a loopback relay to the checked address that ends the
+stream on an RTSP redirect. A server passes a check that refuses local addresses (demo/live_sources.py)."""
 
 from __future__ import annotations
 
@@ -14,78 +14,31 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import av
-import httpx
 
+from ..fetch import Check, Fetcher
 from .errors import StreamError
 from .sources import decoded, stream_frames
 
 log = logging.getLogger(__name__)
 
 TIMEOUT_S = 10.0
-MAX_REDIRECTS = 5
 MAX_SEGMENT_BYTES = 64 * 2**20  # one HLS segment (a few seconds of video)
 MAX_PLAYLIST_BYTES = 2**20
 PLAYLIST_SILENCE_S = 30.0  # a live playlist that has not grown for this long has stopped
 STREAM_SCHEMES = ("http", "https", "rtsp")  # rtsps would hide the replies the relay must read
-Check = Callable[[str], "str | None"]  # a host -> the address to connect to (None: by name), or a refusal
 
 
-class PinnedTransport(httpx.HTTPTransport):
-    """Connects to the address that was checked, keeping the host's name for the Host header and TLS."""
-
-    def __init__(self, address: str):
-        super().__init__()
-        self.address = address
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        host = request.url.host
-        request.url = request.url.copy_with(host=self.address)
-        request.headers["Host"] = host
-        request.extensions = {**request.extensions, "sni_hostname": host}
-        return super().handle_request(request)
-
-
-class Fetcher:
-    """HTTP for streams, where every request and every redirect goes to the address `check(host)` gives (default:
-    any, by name). `check` raises to refuse a host."""
+class StreamFetcher(Fetcher):
+    """The pinned fetcher (`tempo.fetch`) as streams use it: its refusals are `StreamError`s that end a watch, and
+    it reads bodies of a bounded size (playlists, HLS segments)."""
 
     def __init__(self, check: Check = lambda host: None, timeout: float = TIMEOUT_S) -> None:
-        self.check, self.timeout = check, timeout
-
-    def address(self, host: str) -> str:
-        """Where to connect for `host` (for protocols that are not HTTP)."""
-        return self.check(host) or host
-
-    @contextlib.contextmanager
-    def response(self, url: str) -> Iterator[httpx.Response]:
-        """An open response to GET `url`, after the redirects (each checked); not 200 is refused."""
-        for _ in range(MAX_REDIRECTS + 1):
-            host = urlsplit(url).hostname
-            if not host:
-                raise StreamError(f"The stream's URL has no host: {url[:200]}")
-            address = self.check(host)
-            client = httpx.Client(transport=PinnedTransport(address) if address else None, timeout=self.timeout)
-            try:
-                with client.stream("GET", url, follow_redirects=False) as response:
-                    if response.is_redirect:
-                        url = urljoin(url, response.headers.get("location", ""))
-                        continue
-                    if response.status_code != 200:
-                        raise StreamError(f"Reading the stream failed: {host} answered HTTP {response.status_code}.")
-                    response.extensions["final_url"] = url
-                    yield response
-                    return
-            except httpx.HTTPError as exc:
-                raise StreamError(f"The stream's server {host} cannot be reached ({type(exc).__name__}), so the "
-                                  "watch ended; what was seen is kept.") from None
-            finally:
-                client.close()
-        raise StreamError(f"The stream's URL redirects more than {MAX_REDIRECTS} times.")
+        super().__init__(check, timeout, "stream", StreamError, ", so the watch ended; what was seen is kept")
 
     def get(self, url: str, max_bytes: int) -> tuple[str, bytes]:
         """The body of `url` (at most `max_bytes`) and the URL it finally came from."""
@@ -118,10 +71,10 @@ class Chunks(io.RawIOBase):
         return piece
 
 
-def open_stream(url: str, fetcher: Fetcher | None = None) -> Iterator[tuple[float, av.VideoFrame]]:
+def open_stream(url: str, fetcher: StreamFetcher | None = None) -> Iterator[tuple[float, av.VideoFrame]]:
     """The frames of the stream at `url`: HLS for a .m3u8 playlist, RTSP for rtsp://, else an HTTP video read as it
     comes."""
-    fetcher = fetcher or Fetcher()
+    fetcher = fetcher or StreamFetcher()
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in STREAM_SCHEMES:
@@ -134,7 +87,7 @@ def open_stream(url: str, fetcher: Fetcher | None = None) -> Iterator[tuple[floa
     return http_frames(url, fetcher)
 
 
-def http_frames(url: str, fetcher: Fetcher) -> Iterator[tuple[float, av.VideoFrame]]:
+def http_frames(url: str, fetcher: StreamFetcher) -> Iterator[tuple[float, av.VideoFrame]]:
     """An HTTP body that is a video, read as it arrives; a playlist served under another name is read as HLS."""
     with fetcher.response(url) as response:
         chunks = response.iter_bytes()
@@ -193,7 +146,7 @@ def parse_playlist(text: str) -> Playlist | list[tuple[int, str]]:
     return Playlist(segments, target, ended, init, encrypted)
 
 
-def hls_frames(url: str, fetcher: Fetcher) -> Iterator[tuple[float, av.VideoFrame]]:
+def hls_frames(url: str, fetcher: StreamFetcher) -> Iterator[tuple[float, av.VideoFrame]]:
     """An HLS stream's frames: the playlist read again as it grows, each new segment fetched and decoded. The times
     are the segments' own, made to run on across a discontinuity."""
     url, body = fetcher.get(url, MAX_PLAYLIST_BYTES)
@@ -312,7 +265,7 @@ class RtspRelay:
                 sock.close()
 
 
-def rtsp_frames(url: str, fetcher: Fetcher) -> Iterator[tuple[float, av.VideoFrame]]:
+def rtsp_frames(url: str, fetcher: StreamFetcher) -> Iterator[tuple[float, av.VideoFrame]]:
     """An RTSP camera's frames, over TCP through a relay to the address `fetcher` checked."""
     parts = urlsplit(url)
     if not parts.hostname:

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..config import Limits, RunConfig, SamplingConfig
-from ..engine import check_question, out_of_memory_as_error
-from ..engine.steps import Dialogue, compress_batch, encode_batch, respond
+from ..engine import check_question
+from ..engine.steps import Dialogue, compress_batch, encode_batch, out_of_memory_as_error, respond
 from ..events import Event
 from ..model import TempoModel
 from ..timing import Timer
@@ -128,7 +128,8 @@ class LiveWatch:
         self.window.add(Remembered(memories[0], score, tuple(times)))
         frame_time = times[min(prepared.shown, len(times) - 1)]
         lag = None if self.origin is None else max(0.0, self.clock() - (self.origin + times[-1]))
-        segment = LiveSegment(self.segments, start, end, score, level, rise, prepared.thumbnail, frame_time, lag, alert)
+        segment = LiveSegment(index=self.segments, start=start, end=end, relevance=score, frame=prepared.thumbnail,
+                              frame_time=frame_time, level=level, rise=rise, lag=lag, alert=alert)
         self.segments += 1
         if not alert:
             return [segment]

@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import allocation
 from ..analysis import allocation_shape
-from ..config import AllocationConfig, GenerationConfig, RunConfig, Zoom
+from ..config import AllocationConfig, GenerationConfig, RunConfig, Zoom, cache_folder
 from ..engine import compress, reanswer
 from ..errors import InputError
 from ..events import Compression, Finished
@@ -322,8 +322,8 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--model", default=os.environ.get("TEMPO_MODEL"), help="default: the embedded Tempo-Tiny")
     parser.add_argument("--min-duration", type=float, default=60.0, help="seconds (default 60)")
     parser.add_argument("--max-duration", type=float, default=3600.0, help="seconds (default 3600)")
-    parser.add_argument("--videos-dir", default=os.path.join(os.environ.get("TEMPO_CACHE", os.path.expanduser(
-        "~/.cache/tempo")), "synthetic"), help="where the rendered mp4s are kept between runs")
+    parser.add_argument("--videos-dir", default=cache_folder("synthetic"),
+                        help="where the rendered mp4s are kept between runs")
     parser.add_argument("--k-min", type=int, default=AllocationConfig().k_min,
                         help=f"ATA's per-segment floor (default {AllocationConfig().k_min})")
     parser.add_argument("--json", dest="json_out", help="write the full report here")

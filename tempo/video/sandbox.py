@@ -41,8 +41,9 @@ POLL_S = 0.05
 
 
 # ------------------------------------------------------------------------------------------------ messages
-# What the child tells the parent, in order: Planned, then SlotsMade (once) and a Segment each, then Done; or, at any
-# point, why it stopped. The parent adds Exited and Stalled for a child that stops talking.
+# What the child tells the parent on the pipe, in order: Planned, then SlotsMade (once) and PixelsSent for each
+# segment, then Done; or, at any point, why it stopped. The parent adds Exited and Stalled for a child that stops
+# talking.
 
 @dataclass(frozen=True)
 class Planned:
@@ -59,8 +60,9 @@ class SlotsMade:
 
 
 @dataclass(frozen=True)
-class Segment:
-    """One segment: its pixels in ring slot `slot` (`rows` is their shape), or in `rows` itself when slot is None."""
+class PixelsSent:
+    """A segment's pixels are sent: in ring slot `slot` (`rows` is their shape), or in `rows` itself when slot is
+    None; the rest of its `PreparedSegment` with them."""
 
     index: int
     slot: int | None
@@ -96,7 +98,7 @@ class Stalled:
     pass
 
 
-Message = Planned | SlotsMade | Segment | Done | Refused | Failed | Exited | Stalled
+Message = Planned | SlotsMade | PixelsSent | Done | Refused | Failed | Exited | Stalled
 
 
 def context() -> multiprocessing.context.ForkServerContext:
@@ -146,11 +148,11 @@ class Ring:
     def send(self, results, segment: PreparedSegment) -> None:
         rows = segment.pixel_rows.numpy()
         if rows.nbytes > self.slots.shape[1]:  # a segment bigger than the first: by pipe
-            results.put(Segment(segment.index, None, rows, segment.grid, segment.thumbnail, segment.shown))
+            results.put(PixelsSent(segment.index, None, rows, segment.grid, segment.thumbnail, segment.shown))
             return
         slot = self.free.get()
         self.slots[slot, :rows.nbytes] = rows.reshape(-1)
-        results.put(Segment(segment.index, slot, rows.shape, segment.grid, segment.thumbnail, segment.shown))
+        results.put(PixelsSent(segment.index, slot, rows.shape, segment.grid, segment.thumbnail, segment.shown))
 
 
 def _decode(path: str, sampling: SamplingConfig, geometry: PatchGeometry, limits: Limits, results, free) -> None:
@@ -210,7 +212,7 @@ class SandboxedDecoder:
                 message = self._receive()
                 if isinstance(message, SlotsMade):
                     self._attach(message)
-                elif isinstance(message, Segment):
+                elif isinstance(message, PixelsSent):
                     yield self._segment(message)
                 elif isinstance(message, Done):
                     self.timer.add(message.totals)
@@ -225,7 +227,7 @@ class SandboxedDecoder:
         self.ring.unlink()  # gone from /dev/shm now; its memory goes when both processes let go of it
         self.slots = np.ndarray((SLOTS, made.slot_bytes), np.uint8, self.ring.buf)
 
-    def _segment(self, segment: Segment) -> PreparedSegment:
+    def _segment(self, segment: PixelsSent) -> PreparedSegment:
         rows = segment.rows
         if segment.slot is not None:  # rows is the shape; the pixels are in the slot, copied out before it is reused
             assert self.slots is not None and isinstance(rows, tuple)  # the slots are made before the first segment
