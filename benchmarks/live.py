@@ -103,13 +103,13 @@ def lag(minutes: float) -> dict:
             job = Client(url, verbose=False).submit(uploaded, "When does the red star appear?", minutes=minutes,
                                                    api_name="/watch")
             for result in job:
-                if result.get("stage") == "watching" and result["segment"]["lag"] is not None:
+                if result.get("status") == "watching" and result["segment"]["lag"] is not None:
                     lags.append((result["segment"]["end"], result["segment"]["lag"]))
                     if len(lags) % 150 == 0:
                         print(f"{lags[-1][0] / 60:.0f} min: lag p50 {percentile([x for _, x in lags], 0.5):.2f} s, "
                               f"p95 {percentile([x for _, x in lags], 0.95):.2f} s, RSS {rss_mb(server):.0f} MB",
                               flush=True)
-                elif result.get("stage") == "ended":
+                elif result.get("status") == "ended":
                     print(result["reason"], flush=True)
             stop.set()
             memory["end"] = rss_mb(server)

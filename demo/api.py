@@ -32,7 +32,7 @@ MAX_HISTORY_BYTES = 8 * 2**20  # earlier turns a /chat call may send back (23 tu
 
 @refused
 def answer(server: Server, video: object, question: str, **settings: object) -> Iterator[dict]:
-    """JSON for API clients, streamed: partial while compressing (see `stage`), the full result at the end, with
+    """JSON for API clients, streamed: partial while compressing (see `status`), the full result at the end, with
     `looked_at` (the segments the compressor found most relevant), `model` and, for the shipped examples, `truth`."""
     yield from streamed(server, server.request(video, question, settings))
 
@@ -76,7 +76,7 @@ def chat(server: Server, video: object, question: str, *, history: object = None
     request = replace(server.request(video, question, settings),
                       history=tuple(Exchange(turn["question"], str(turn.get("answer") or "")) for turn in turns))
     for partial in streamed(server, request):
-        if partial["stage"] != Status.DONE:
+        if partial["status"] != Status.DONE:
             yield {"turns": turns, "current": partial}
             continue
         yield {"turns": turns + [{"question": question.strip(), **partial}]}

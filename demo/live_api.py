@@ -15,6 +15,7 @@ from weakref import WeakKeyDictionary
 from tempo.errors import InputError
 from tempo.live import Alert, LiveSegment, LiveWatch, WatchEnded, WatchStarted
 from tempo.live.events import LiveEvent
+from tempo.render.progress import STAGE
 from tempo.times import clock
 
 from . import handover
@@ -105,14 +106,21 @@ def followed(watching: Watching) -> Iterator[LiveEvent]:
     return watching.live.follow(watching.source.frames(), paced=True, stop=watching.stop)
 
 
+def with_status(status: str, **fields: Any) -> dict[str, Any]:
+    """One of `/watch`'s results: its status (also as `stage`, the key's first name, for older clients), then
+    `fields`."""
+    return {"status": status, STAGE: status, **fields}
+
+
 @refused
 def watch(server: Server, stream: str, question: str, threshold: float | None = None,
           minutes: float | None = None) -> Iterator[dict]:
-    """Watch a stream with a standing question: {"stage": "started", ...}, then one result per segment as it is
-    scored ({"stage": "watching", "segment": {index, start, end (stream seconds), relevance, level, rise, lag,
-    alert}, "alert": the moment or null, "alerts": how many so far}), and at the end {"stage": "ended", "reason",
-    "failed", "segments", "alerts": [every moment]}. It runs until the stream ends, `minutes` of stream have
-    passed, or the caller cancels; `threshold` is the alert rule's rise (log-odds above the recent level)."""
+    """Watch a stream with a standing question: {"status": "started", ...}, then one result per segment as it is
+    scored ({"status": "watching", "segment": {index, start, end (stream seconds), relevance, level, rise, lag,
+    alert}, "alert": the moment or null, "alerts": how many so far}), and at the end {"status": "ended", "reason",
+    "failed", "segments", "alerts": [every moment]}; each also says its status as `stage`, for older clients. It
+    runs until the stream ends, `minutes` of stream have passed, or the caller cancels; `threshold` is the alert
+    rule's rise (log-odds above the recent level)."""
     if minutes is not None and (isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or minutes <= 0):
         raise InputError(f"minutes must be a positive number (got {minutes!r}).")
     owner = "api-" + uuid.uuid4().hex
@@ -124,23 +132,23 @@ def watch(server: Server, stream: str, question: str, threshold: float | None = 
         for event in followed(watching):
             if isinstance(event, WatchStarted):
                 started_at = event.started_at
-                yield {"stage": "started", "source": event.source, "question": event.question,
-                       "started_at": utc(started_at), "model": server.model.spec.name}
+                yield with_status("started", source=event.source, question=event.question,
+                                  started_at=utc(started_at), model=server.model.spec.name)
             elif isinstance(event, LiveSegment):
-                result = {"stage": "watching", "segment": event.to_dict(), "alert": None, "alerts": len(alerts)}
+                result = with_status("watching", segment=event.to_dict(), alert=None, alerts=len(alerts))
                 if minutes is not None and event.end >= minutes * 60:
                     watching.stop.set()
                 if not event.alert:
                     yield result
             elif isinstance(event, Alert):
                 alerts.append(moment(started_at, event))
-                yield {"stage": "watching", "segment": result["segment"] | {"alert": True}, "alert": alerts[-1],
-                       "alerts": len(alerts)}
+                yield with_status("watching", segment=result["segment"] | {"alert": True}, alert=alerts[-1],
+                                  alerts=len(alerts))
             elif isinstance(event, WatchEnded):
                 reason = "The watch reached its minutes." if minutes is not None and watching.stop.is_set() \
                     else event.reason
-                yield {"stage": "ended", "reason": reason, "failed": event.failed, "segments": event.segments,
-                       "alerts": alerts[-KEPT_ALERTS:]}
+                yield with_status("ended", reason=reason, failed=event.failed, segments=event.segments,
+                                  alerts=alerts[-KEPT_ALERTS:])
     finally:
         watches_of(server).close(owner, watching)
 

@@ -68,7 +68,7 @@ def most_relevant(segments: Sequence[Segment], count: int = 3) -> list[Segment]:
 def relevance_ranks(relevance: list[float]) -> list[int]:
     """1 for the most relevant segment, then 2, ... (ties share the better rank)."""
     order = sorted(relevance, reverse=True)
-    return [order.index(score) + 1 for score in relevance]
+    return [order.index(value) + 1 for value in relevance]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,12 +102,12 @@ def segment_frames(model: TempoModel, video: str | os.PathLike, plan: SamplingPl
 def decode_segment(video: str | os.PathLike, plan: SamplingPlan, index: int, long_edge: int = SEGMENT_FRAME_EDGE,
                    limits: Limits = Limits()) -> tuple[list[np.ndarray], list[float]]:
     """The frames `plan` sampled for segment `index`, decoded again at display size, and the time each shows (a
-    fast-seek plan reads codec key frames). Where `limits` isolate decoding, the file already went through PyAV in a
-    child process; PyAV alone reads it here, the same way, not decord."""
+    fast-seek plan reads the codec's intra frames). Where `limits` isolate decoding, the file already went through
+    PyAV in a child process; PyAV alone reads it here, the same way, not decord."""
     if not 0 <= index < len(plan.segments):
         raise InputError(f"This video has segments 0 to {len(plan.segments) - 1} (got {index}).")
     positions = plan.segments[index]  # the segment's frames, as positions in the plan
-    reader = open_video(video, keyframes_only=plan.keyframes_only, long_edge=long_edge,
+    reader = open_video(video, fast_seek=plan.fast_seek, long_edge=long_edge,
                         decord=not limits.isolate_decoding, max_pixels=limits.max_frame_pixels)
     try:
         decoded = list(reader.read([plan.frame_indices[i] for i in positions]))

@@ -34,7 +34,7 @@ def test_infer_writes_answer_and_json(fixtures, model_args, tmp_path):
     assert "3 segments" in err and "compressing 3/3" in err
 
 
-def test_fast_seek_samples_key_frames_only(fixtures, model_args, tmp_path):
+def test_fast_seek_samples_intra_frames_only(fixtures, model_args, tmp_path):
     out_json = tmp_path / "result.json"
     video = str(fixtures / "videos" / "shapes_40s_320x240.mp4")
     code, _, err = run_cli("infer", "--video", video, "--query", "When does the red circle appear?", "--fast-seek",
@@ -42,9 +42,9 @@ def test_fast_seek_samples_key_frames_only(fixtures, model_args, tmp_path):
     assert code == 0, err
     from tempo.video import open_video
 
-    keyframe_times = open_video(video, keyframes_only=True).keyframe_times
+    intra_frame_times = open_video(video, fast_seek=True).intra_frame_times
     starts = [s["start"] for s in json.loads(out_json.read_text())["segments"]]
-    assert starts and all(start in keyframe_times for start in starts)
+    assert starts and all(start in intra_frame_times for start in starts)
 
 
 @pytest.mark.parametrize("video,query,extra,message", [

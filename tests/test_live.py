@@ -27,7 +27,7 @@ from tempo.live import (
 )
 from tempo.live.alerts import Alerting
 from tempo.live.feed import Sampler
-from tempo.live.memory import Remembered, Replay, Window
+from tempo.live.memory import RecentMemories, Remembered, Replay
 from tempo.live.network import RtspReplies, parse_playlist
 
 SEED = 800_005  # in two-minute clips: a green star at 0:20 and 1:19, a white cross between them
@@ -81,20 +81,20 @@ def test_a_stream_whose_level_is_high_alerts_only_on_a_clear_rise():
 
 # ------------------------------------------------------------------------------------------------ caps
 
-def test_the_window_and_the_replay_keep_their_caps_and_the_oldest_leave():
-    window = Window(segments=3)
+def test_the_recent_memories_and_the_replay_keep_their_caps_and_the_oldest_leave():
+    recent = RecentMemories(segments=3)
     for index in range(5):
-        window.add(Remembered(np.zeros((2, 2)), index / 10, tuple(index * 4 + k / 2 for k in range(8))))
-    compression = window.compression("q", "s", 2.0, 8)
+        recent.add(Remembered(np.zeros((2, 2)), index / 10, tuple(index * 4 + k / 2 for k in range(8))))
+    compression = recent.compression("q", "s", 2.0, 8)
     assert compression.relevance == [0.2, 0.3, 0.4]  # the last three segments
     assert compression.plan.span(0) == (8.0, 12.0) and compression.plan.tag_times()[-1] == 18.0  # stream time
     replay = Replay(seconds=10.0)
     for k in range(100):
         replay.add(k / 2, np.full((64, 128, 3), k, np.uint8))
     assert replay.span() == (39.5, 49.5)
-    window.clear()
+    recent.clear()
     replay.clear()
-    assert len(window) == 0 and replay.span() is None and replay.nbytes == 0
+    assert len(recent) == 0 and replay.span() is None and replay.nbytes == 0
 
 
 def test_a_replay_clip_covers_what_is_asked_and_refuses_what_has_left(tmp_path):
@@ -112,7 +112,7 @@ def test_a_replay_clip_covers_what_is_asked_and_refuses_what_has_left(tmp_path):
 def test_a_synthetic_stream_alerts_on_its_event_and_answers_in_stream_time(tiny):
     world = LiveWorld(SEED, clip_s=120.0)
     question, first = world.question()
-    live = LiveWatch(tiny, question, LiveConfig(window_s=60.0), "synthetic")
+    live = LiveWatch(tiny, question, LiveConfig(recent_s=60.0), "synthetic")
     events = list(live.follow(world.frames(until=80.0), paced=False))
     assert isinstance(events[0], WatchStarted) and isinstance(events[-1], WatchEnded)
     assert events[-1].reason == "The stream ended." and not events[-1].failed
@@ -128,7 +128,7 @@ def test_a_synthetic_stream_alerts_on_its_event_and_answers_in_stream_time(tiny)
     assert answer.video.window == (20.0, 80.0)  # the window: the last minute, in stream time
     assert [s.start for s in answer.segments][:2] == [20.0, 24.0]
     live.close()
-    assert len(live.window) == 0 and live.replay.span() is None
+    assert len(live.recent) == 0 and live.replay.span() is None
 
 
 def test_lag_is_measured_from_real_time_and_late_frames_are_skipped_with_a_gap(tiny):
@@ -164,7 +164,7 @@ def test_a_source_that_fails_mid_stream_ends_the_watch_with_its_sentence_and_kee
     sentence = "The stream's server example.org cannot be reached (ConnectError), so the watch ended."
     events = list(live.follow(dying(world, 16.0, StreamError(sentence)), paced=False))
     assert events[-1] == WatchEnded(sentence, 4, events[-1].alerts, failed=True)
-    assert len(live.window) == 4 and live.replay.span() == (0.0, 15.5)  # what was seen is kept
+    assert len(live.recent) == 4 and live.replay.span() == (0.0, 15.5)  # what was seen is kept
     events = list(live.follow(dying(world, 8.0, ValueError("boom")), paced=False))
     assert events[-1].failed and "Reading the stream failed (ValueError)" in events[-1].reason
     assert not feed_threads()

@@ -106,9 +106,9 @@ def test_watch_reads_hls_on_loopback_and_alerts_within_two_segments_of_the_evide
         results = watched(app, f"http://camera.example:{web.port}/live.m3u8")
     finally:
         web.gone()
-    assert results[0]["stage"] == "started" and results[-1]["stage"] == "ended"
+    assert results[0]["status"] == results[0]["stage"] == "started" and results[-1]["status"] == "ended"
     assert results[-1]["reason"] == "The stream ended." and not results[-1]["failed"]
-    segments = [r["segment"] for r in results if r["stage"] == "watching"]
+    segments = [r["segment"] for r in results if r["status"] == "watching"]
     assert [s["start"] for s in segments] == [0.0, 4.0, 8.0, 12.0, 16.0]  # stream time, one result per segment
     assert all(s["lag"] is not None and s["lag"] >= 0 for s in segments)
     (alert,) = results[-1]["alerts"]
@@ -170,10 +170,10 @@ def test_the_stream_server_gone_ends_the_watch_with_one_sentence_and_keeps_what_
     for result in Client(app, verbose=False).submit(f"http://camera.example:{web.port}/live.m3u8", QUESTION,
                                                      api_name="/watch"):
         results.append(result)
-        if result["stage"] == "watching" and result["segment"]["index"] == 1:
+        if result["status"] == "watching" and result["segment"]["index"] == 1:
             web.gone()
     ended = results[-1]
-    assert ended["stage"] == "ended" and ended["failed"] and ended["segments"] >= 2
+    assert ended["status"] == "ended" and ended["failed"] and ended["segments"] >= 2
     assert "camera.example cannot be reached" in ended["reason"] and "what was seen is kept" in ended["reason"]
     settled(app)
 
@@ -225,18 +225,18 @@ def test_a_camera_that_stops_sending_ends_its_watch_and_keeps_what_was_seen(serv
         now[0] = 1000.0 + t
         live.camera_frame(server, frame, QUESTION, 4.0, owner=owner)
     watching = live_api.watches_of(server).get(owner)
-    assert watching.live.segments >= 1 and len(watching.live.window) >= 1
+    assert watching.live.segments >= 1 and len(watching.live.recent) >= 1
     assert live.camera_silent(watching, watching.last_frame + 1.0) is None  # a pause is not an end
     shown = live.camera_silent(watching, watching.last_frame + live.CAMERA_SILENCE_S + 1)
     assert "The camera stopped sending frames" in shown["status"] and "what was seen is kept" in shown["status"]
-    assert len(watching.live.window) >= 1 and watching.live.replay.span() is not None
+    assert len(watching.live.recent) >= 1 and watching.live.replay.span() is not None
     answered = list(live.ask_now(server, QUESTION, owner=owner))[-1]["chat"]  # asked after the end: still there
     assert "tempo-live-answer" in answered[-1]["content"] and "of the stream" in answered[-1]["content"]
     (replayed,) = list(live.replay_at(server, {"seconds": 4.0, "click": 1}, owner=owner))
     assert "the moment at 00:04" in replayed["replay"].label
     live.stop_watch(server, owner=owner)
     assert live_api.watches_of(server).get(owner) is None
-    assert len(watching.live.window) == 0 and watching.live.replay.span() is None  # stopping frees everything
+    assert len(watching.live.recent) == 0 and watching.live.replay.span() is None  # stopping frees everything
     live.camera_frame(server, frame, QUESTION, 4.0, owner=owner)  # the camera, still recording, starts nothing
     assert live_api.watches_of(server).get(owner) is None
 

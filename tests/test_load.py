@@ -70,7 +70,7 @@ def check_own_result(result: dict, number: int) -> None:
     sent = request(number)
     # The answer's text is the model's business (Tempo-Tiny may end at once on a clip from outside its world);
     # what identifies the request is the settings it was run with.
-    assert result["stage"] == "done" and isinstance(result["answer"], str)
+    assert result["status"] == "done" and isinstance(result["answer"], str)
     assert result["budget"] == sent["budget"]
     assert result["sampled_frames"] == sent["max_frames"]
     assert result["num_segments"] == len(result["segments"]) == math.ceil(sent["max_frames"] / 8)
@@ -239,7 +239,7 @@ def test_app_fault_mid_request_then_the_next_request_succeeds(app_url, hostile_m
         job.result()
     assert str(error.value).startswith(message)
     streamed = job.outputs()
-    assert streamed and streamed[-1]["stage"] == "compressing" and len(streamed[-1]["segments"]) >= 1
+    assert streamed and streamed[-1]["status"] == "compressing" and len(streamed[-1]["segments"]) >= 1
     monkeypatch.undo()
     clean = tmp_path / f"clean-{copy.stem}.mp4"
     clean.write_bytes(hostile_media[VIDEO].read_bytes() + clean.name.encode())

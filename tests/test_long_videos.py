@@ -1,5 +1,5 @@
 """Long videos open without reading the whole file first: frame times read only as far as asked (FrameTimes), the
-sparse reader opened straight away, and key frames sought between samples, with the exact reader's frames."""
+sparse reader opened straight away, and intra frames sought between samples, with the exact reader's frames."""
 
 from dataclasses import dataclass
 
@@ -34,7 +34,7 @@ def test_frame_times_are_the_sorted_times_read_only_as_far_as_asked():
     times = FrameTimes((read.append(p) or p for p in packets), 60)
     assert times.upto(9)[:10] == list(range(10))
     assert len(read) < 20  # not the whole stream
-    assert times.keyframe_at_or_before(9) == 8 and times.keyframe_at_or_before(7) == 0
+    assert times.intra_frame_at_or_before(9) == 8 and times.intra_frame_at_or_before(7) == 0
     assert times.upto(59) == list(range(60)) and len(read) == 60
 
 
@@ -86,6 +86,6 @@ def test_sparse_reader_seeks_between_far_samples_and_returns_the_exact_frames(lo
     sparse._seek_ahead = counted
     indices = sorted([*range(0, total, 37), 5, 5, 6, total - 1])  # far apart, adjacent, repeated, the last
     ours, theirs = list(sparse.read(indices)), list(exact.read(indices))
-    assert any(seeks) and not all(seeks)  # it seeks ahead across key frames, and decodes on within one
+    assert any(seeks) and not all(seeks)  # it seeks ahead across intra frames, and decodes on within one
     assert len(ours) == len(theirs) == len(indices)
     assert all(np.array_equal(a, b) for a, b in zip(ours, theirs))

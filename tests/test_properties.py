@@ -27,7 +27,7 @@ from tempo.errors import InputError, VideoError
 from tempo.model import CheckpointSpec
 from tempo.model.prompts import compressor_prompt_ids, decoder_prompt_ids, frame_group_times, time_tag
 from tempo.model.tokenizer import TextTokenizer
-from tempo.video import VideoInfo, keyframe_plan, sample_frame_indices, segment_ranges, uniform_plan
+from tempo.video import VideoInfo, fast_seek_plan, sample_frame_indices, segment_ranges, uniform_plan
 from tempo.video.stream import segment_stream
 
 FAST = settings(max_examples=150, deadline=None)
@@ -89,13 +89,13 @@ def test_uniform_plan_is_consistent(drawn):
 @FAST
 @given(st.lists(st.floats(0, 0.999), min_size=1, max_size=300, unique=True), st.floats(1, 36_000),
        st.integers(1, 2048), st.integers(1, 16))
-def test_keyframe_plan_is_consistent(fractions, duration, max_frames, segment_frames):
+def test_fast_seek_plan_is_consistent(fractions, duration, max_frames, segment_frames):
     times = sorted(f * duration for f in fractions)
     info = VideoInfo("x.mp4", max(1, round(duration * 30)), max(1, round(duration * 30)) / duration, 64, 48, "pyav")
-    plan = keyframe_plan(times, info, SamplingConfig(max_frames=max_frames, segment_frames=segment_frames))
+    plan = fast_seek_plan(times, info, SamplingConfig(max_frames=max_frames, segment_frames=segment_frames))
     assert plan.frame_indices == sorted(set(plan.frame_indices))
     assert all(0 <= k < len(times) for k in plan.frame_indices)
-    assert len(plan.frame_indices) <= max(4, max_frames)  # each key frame at most once
+    assert len(plan.frame_indices) <= max(4, max_frames)  # each intra frame at most once
     assert [i for w in plan.segments for i in w] == list(range(len(plan.frame_indices)))
     spans = [plan.span(i) for i in range(len(plan.segments))]
     assert all(start <= end for start, end in spans)

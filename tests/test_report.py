@@ -61,14 +61,15 @@ def test_progress_follows_the_stream():
         progress.update(event)
     assert progress.status == "compressing" and progress.eta() >= 0
     partial = progress.to_dict()
-    assert partial["stage"] == "compressing" and [s["tokens"] for s in partial["segments"]] == [None, None]
+    assert partial["status"] == partial["stage"] == "compressing"  # `stage`: the key's first name, for clients
+    assert [s["tokens"] for s in partial["segments"]] == [None, None]
     for event in events[3:-1]:
         progress.update(event)
     assert progress.status == "answering" and progress.answer == "A cat"
     assert [s["tokens"] for s in progress.to_dict()["segments"]] == TOKENS
     progress.update(events[-1])
     final = progress.to_dict()
-    assert final["stage"] == "done" and final["answer"] == "A cat" and final["tokens_used"] == 84
+    assert final["status"] == final["stage"] == "done" and final["answer"] == "A cat" and final["tokens_used"] == 84
 
 
 def test_stats_and_key_frames():

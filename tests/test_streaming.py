@@ -8,7 +8,7 @@ import tempo
 from tempo.config import SamplingConfig
 from tempo.errors import VideoError
 from tempo.timing import Timer
-from tempo.video import KeyframeReader, SparseReader, long_edge_size, open_video, plan_sampling, uniform_plan
+from tempo.video import IntraFrameReader, SparseReader, long_edge_size, open_video, plan_sampling, uniform_plan
 from tempo.video.patches import fit_long_edge
 from tempo.video.segments import prepare_segment
 from tempo.video.stream import segment_stream
@@ -95,12 +95,12 @@ def test_frames_wanted_past_the_last_decodable_one_repeat_it(hostile_media):
     assert all(np.array_equal(frame, last) for frame in reader.read([30, 31]))
 
 
-def test_fast_seek_uses_true_key_frame_times(shapes, fixture_model):
-    reader = open_video(shapes, keyframes_only=True)
-    assert isinstance(reader, KeyframeReader)
+def test_fast_seek_uses_true_intra_frame_times(shapes, fixture_model):
+    reader = open_video(shapes, fast_seek=True)
+    assert isinstance(reader, IntraFrameReader)
     plan = plan_sampling(reader, SamplingConfig())
-    assert plan.keyframes_only and plan.frame_indices == sorted(set(plan.frame_indices))
-    assert all(t in reader.keyframe_times for t in plan.frame_times)
+    assert plan.fast_seek and plan.frame_indices == sorted(set(plan.frame_indices))
+    assert all(t in reader.intra_frame_times for t in plan.frame_times)
     assert plan.span(0)[0] == plan.frame_times[0]
     config = tempo.RunConfig(sampling=SamplingConfig(fast_seek=True), allocation=tempo.AllocationConfig(budget=64),
                              generation=tempo.GenerationConfig(max_new_tokens=4))
@@ -109,22 +109,22 @@ def test_fast_seek_uses_true_key_frame_times(shapes, fixture_model):
     assert finished.video.sampled_frames == len(plan.frame_indices) < 80  # fewer frames than exact sampling
 
 
-def test_key_frames_decode_like_the_exact_reader(shapes):
-    exact, keys = open_video(shapes), open_video(shapes, keyframes_only=True)
+def test_intra_frames_decode_like_the_exact_reader(shapes):
+    exact, keys = open_video(shapes), open_video(shapes, fast_seek=True)
     fps = exact.info.native_fps
-    last = len(keys.keyframe_times) - 1
-    # consecutive, repeated and far-apart key frames: the reader continues, reuses and seeks
+    last = len(keys.intra_frame_times) - 1
+    # consecutive, repeated and far-apart intra frames: the reader continues, reuses and seeks
     ordinals = sorted([0, min(1, last), min(1, last), last // 2, last])
-    frame_numbers = [round(keys.keyframe_times[k] * fps) for k in ordinals]
+    frame_numbers = [round(keys.intra_frame_times[k] * fps) for k in ordinals]
     for a, b in zip(keys.read(ordinals), exact.read(frame_numbers)):
         assert np.array_equal(a, b)
 
 
-def test_fast_seek_shrinks_key_frames_as_it_decodes_them(shapes):
-    exact, keys = open_video(shapes), open_video(shapes, keyframes_only=True, long_edge=200)
+def test_fast_seek_shrinks_intra_frames_as_it_decodes_them(shapes):
+    exact, keys = open_video(shapes), open_video(shapes, fast_seek=True, long_edge=200)
     assert keys.frame_size == long_edge_size(exact.info.width, exact.info.height, 200) == (192, 144)
-    last = len(keys.keyframe_times) - 1
-    frame_numbers = [round(keys.keyframe_times[k] * exact.info.native_fps) for k in (0, last)]
+    last = len(keys.intra_frame_times) - 1
+    frame_numbers = [round(keys.intra_frame_times[k] * exact.info.native_fps) for k in (0, last)]
     for ours, theirs in zip(keys.read([0, last]), exact.read(frame_numbers)):
         released = fit_long_edge(theirs[None], 200)[0].astype(np.float32)
         assert ours.shape == released.shape

@@ -123,8 +123,8 @@ def respond(model: TempoModel, compression: Compression, config: RunConfig, time
         token_ids.append(token)
         yield AnswerToken(token, piece(token))
 
-    segments = [Segment(i, *compression.plan.span(i), score, k)
-                for i, (score, k) in enumerate(zip(compression.relevance, tokens))]
+    segments = [Segment(i, *compression.plan.span(i), relevance, k)
+                for i, (relevance, k) in enumerate(zip(compression.relevance, tokens))]
     yield Finished(model.tokenizer.decode(token_ids).strip(), token_ids, segments, budget, sum(tokens),
                    k_max, timer.timings(), compression.video, config,
                    tuple(sorted(timer.alongside & timer.totals.keys())), len(dialogue.history), dialogue.dropped,
@@ -143,11 +143,12 @@ def compress_segments(model: TempoModel, job: Job) -> Generator[Event, None, Com
         for batch in micro_batches(job.segments, micro_batch(model, job.micro_batch)):
             batch = encode_batch(model, batch, job.timer)
             batch_memories, batch_relevance = compress_batch(model, batch, job.query, job.plan, job.timer)
-            for segment, memory, score in zip(batch, batch_memories, batch_relevance):
+            for segment, memory, segment_relevance in zip(batch, batch_memories, batch_relevance):
                 memories.append(memory)
-                relevance.append(score)
-                yield SegmentCompressed(segment.index, *job.plan.span(segment.index), score, frame=segment.thumbnail,
-                                        frame_time=frame_time(job.plan, segment), num_segments=job.video.num_segments)
+                relevance.append(segment_relevance)
+                yield SegmentCompressed(segment.index, *job.plan.span(segment.index), segment_relevance,
+                                        frame=segment.thumbnail, frame_time=frame_time(job.plan, segment),
+                                        num_segments=job.video.num_segments)
             if kept is not None:  # kept only while it could still fit
                 kept += batch
                 if sum(s.nbytes for s in kept) > job.keep_vision_bytes:

@@ -188,8 +188,8 @@ def replayed(source: Source, compression: Compression, job: Job, accelerate: Acc
     it was), and the accelerator only answers, if there is anything to answer."""
     yield Compressed(compression, from_cache=True)  # a caller after the compression alone stops here
     assert source.cached is not None  # a compression is only found in a cached video's entry
-    for segment, score in zip(source.cached.segments, compression.relevance):
-        yield SegmentCompressed(segment.index, *source.plan.span(segment.index), score, frame=segment.thumbnail,
+    for segment, relevance in zip(source.cached.segments, compression.relevance):
+        yield SegmentCompressed(segment.index, *source.plan.span(segment.index), relevance, frame=segment.thumbnail,
                                 frame_time=frame_time(source.plan, segment), num_segments=source.probed.num_segments)
     if job.answer_configs:
         yield from accelerate(job)

@@ -1,6 +1,6 @@
 """Tempo live: a standing question over a camera or a stream, each new segment compressed and scored as it arrives,
 alerts when its relevance rises clearly above the stream's recent level, and questions answered at any moment over
-a rolling window of memories. Typed events (`events`) are the contract with callers."""
+the recent memories. Typed events (`events`) are the contract with callers."""
 
 from .alerts import AlertRule
 from .errors import StreamError

@@ -1,5 +1,5 @@
-"""What a watch keeps, each with a fixed cap, the oldest leaving first: the rolling window of memories an "Ask now"
-answers from, and the replay buffer of the last minutes' frames, small JPEGs, that a viewer can watch again."""
+"""What a watch keeps, each with a fixed cap, the oldest leaving first: the recent memories an "Ask now" answers
+from, and the replay buffer of the last minutes' frames, small JPEGs, that a viewer can watch again."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ REPLAY_QUALITY = 80
 
 @dataclass(frozen=True)
 class Remembered:
-    """One segment in the window: its memory [k_max, d_s], relevance and sampled frames' stream times."""
+    """One segment among the recent memories: its memory [k_max, d_s], relevance and sampled frames' stream times."""
 
     memory: torch.Tensor
     relevance: float
@@ -36,11 +36,11 @@ def segment_plan(times: list[float] | tuple[float, ...], fps: float, segment_fra
     even = all(abs(later - earlier - step) < step / 4 for earlier, later in zip(times, times[1:]))
     end = times[-1] + step
     return SamplingPlan(list(range(len(times))), list(times), fps, segment_ranges(len(times), segment_frames),
-                        segment_frames, end, keyframes_only=not even, offset=times[0])
+                        segment_frames, end, fast_seek=not even, offset=times[0])  # uneven: told as they are
 
 
-class Window:
-    """The last `segments` segments' memories (a watch's `window_s`, within the frame cap's worth)."""
+class RecentMemories:
+    """The last `segments` segments' memories (a watch's `recent_s`, within the frame cap's worth)."""
 
     def __init__(self, segments: int) -> None:
         self.kept: deque[Remembered] = deque(maxlen=segments)
@@ -55,8 +55,8 @@ class Window:
 
     def compression(self, query: str, source: str, fps: float, segment_frames: int,
                     size: tuple[int, int] = (0, 0)) -> Compression:
-        """The window as one compression the decoder can answer from: its segments in time order, on the stream's
-        own clock. Only whole segments join a window, so a short last one of an ended stream is left out."""
+        """The recent memories as one compression the decoder can answer from: their segments in time order, on the
+        stream's own clock. Only whole segments are kept, so a short last one of an ended stream is left out."""
         with self.lock:
             kept = [s for s in self.kept if len(s.times) == segment_frames]
         if not kept:

@@ -1,6 +1,6 @@
 """A standing question over a stream: frames sampled at 2 fps, every 8 make a segment, and each segment goes through
 the vision tower and the compressor with the standing question as soon as it is complete, through the engine's
-own steps. Its relevance is judged by the alert rule, its memory joins a rolling window that "Ask now" answers
+own steps. Its relevance is judged by the alert rule, its memory joins the recent memories that "Ask now" answers
 from with ATA and the decoder, and its frames join a replay buffer. Everything kept has a cap; `close` frees it."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .alerts import Alerting, AlertRule
 from .errors import StreamError
 from .events import Alert, Gap, LiveEvent, LiveSegment, WatchEnded, WatchStarted
 from .feed import Feed, Frame, Sampler, rgb
-from .memory import Remembered, Replay, Window, segment_plan
+from .memory import RecentMemories, Remembered, Replay, segment_plan
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class LiveConfig:
     fps: float = 2.0
     segment_frames: int = 8
     long_edge: int = 512
-    window_s: float = 600.0  # memories "Ask now" answers from: the last ten minutes ...
+    recent_s: float = 600.0  # memories "Ask now" answers from: the last ten minutes ...
     max_frames: int = 1024  # ... and never more than the frame cap's worth of segments
     replay_s: float = 300.0  # frames kept to watch again
     rule: AlertRule = field(default_factory=AlertRule)
@@ -46,8 +46,8 @@ class LiveConfig:
     max_pixels: float = Limits().max_frame_pixels
 
     @property
-    def window_segments(self) -> int:
-        frames = min(self.window_s * self.fps, self.max_frames)
+    def recent_segments(self) -> int:
+        frames = min(self.recent_s * self.fps, self.max_frames)
         return max(1, int(frames // self.segment_frames))
 
 
@@ -61,7 +61,7 @@ class LiveWatch:
         self.query = check_question(question, Limits().max_question_chars)
         self.sampling = SamplingConfig(fps=self.config.fps, long_edge=self.config.long_edge,
                                        segment_frames=self.config.segment_frames)
-        self.window = Window(self.config.window_segments)
+        self.recent = RecentMemories(self.config.recent_segments)
         self.replay = Replay(self.config.replay_s)
         self.alerting = Alerting(self.config.rule)
         self.sampler = Sampler(self.config.fps)
@@ -121,20 +121,21 @@ class LiveWatch:
             # index 0: the segment's own one-segment plan, on the stream's clock, is what its prompt is made from
             prepared = prepare_segment(0, frames, self.sampling, self.model.geometry, self.timer)
             encoded = encode_batch(self.model, [prepared], self.timer)
-            memories, relevance = compress_batch(self.model, encoded, self.query, plan, self.timer)
-        score = float(relevance[0])
-        level, rise, alert = self.alerting.judge(score)
+            memories, batch_relevance = compress_batch(self.model, encoded, self.query, plan, self.timer)
+        relevance = float(batch_relevance[0])
+        level, rise, alert = self.alerting.judge(relevance)
         start, end = plan.span(0)
-        self.window.add(Remembered(memories[0], score, tuple(times)))
+        self.recent.add(Remembered(memories[0], relevance, tuple(times)))
         frame_time = times[min(prepared.shown, len(times) - 1)]
         lag = None if self.origin is None else max(0.0, self.clock() - (self.origin + times[-1]))
-        segment = LiveSegment(index=self.segments, start=start, end=end, relevance=score, frame=prepared.thumbnail,
-                              frame_time=frame_time, level=level, rise=rise, lag=lag, alert=alert)
+        segment = LiveSegment(index=self.segments, start=start, end=end, relevance=relevance,
+                              frame=prepared.thumbnail, frame_time=frame_time, level=level, rise=rise, lag=lag,
+                              alert=alert)
         self.segments += 1
         if not alert:
             return [segment]
         self.alerts += 1
-        return [segment, Alert(segment.index, start, end, frame_time, score, rise, prepared.thumbnail)]
+        return [segment, Alert(segment.index, start, end, frame_time, relevance, rise, prepared.thumbnail)]
 
     def follow(self, frames: Iterable[tuple[float, Frame]], paced: bool = True, speed: float = 1.0,
                stop: threading.Event | None = None) -> Iterator[LiveEvent]:
@@ -163,7 +164,7 @@ class LiveWatch:
         yield self.ended(reason, failed)
 
     def ended(self, reason: str, failed: bool = False) -> WatchEnded:
-        """The watch's last event; the window and the replay stay until `close`."""
+        """The watch's last event; the recent memories and the replay stay until `close`."""
         log.info("watch of %s ended after %d segments and %d alerts: %s", self.source or "a stream", self.segments,
                  self.alerts, reason)
         self.pending = []
@@ -172,11 +173,11 @@ class LiveWatch:
     # ------------------------------------------------------------------------------------------ what was seen
 
     def ask(self, question: str, config: RunConfig | None = None) -> Iterator[Event]:
-        """`question` answered by the decoder over the rolling window, the budget allocated by `config`'s strategy
+        """`question` answered by the decoder over the recent memories, the budget allocated by `config`'s strategy
         (ATA by default): `AllocationDone`, `AnswerToken`s, then `Finished`, whose times are stream times."""
         config = config or RunConfig()
         question = check_question(question, config.limits.max_question_chars)
-        compression = self.window.compression(self.query, self.source, self.config.fps, self.config.segment_frames,
+        compression = self.recent.compression(self.query, self.source, self.config.fps, self.config.segment_frames,
                                               self.size)
         timer = Timer()
         with self.model_lock, out_of_memory_as_error():
@@ -184,7 +185,7 @@ class LiveWatch:
 
     def close(self) -> None:
         """Free everything the watch keeps."""
-        self.window.clear()
+        self.recent.clear()
         self.replay.clear()
         self.pending = []
 

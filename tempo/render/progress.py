@@ -25,11 +25,12 @@ from ..events import (
 from ..times import clock, span
 
 KEY_FRAMES = 6  # thumbnails of the segments that kept the most tokens, on the page and in reports
+STAGE = "stage"  # the status's key as first published, still sent beside `status` so that older clients keep working
 
 
 class Status(str, Enum):
     """How far a run is: the file opening, segments read ahead of a remote accelerator, segments compressed, the
-    answer coming, done. The API's JSON keeps the key `stage` for it, as first published."""
+    answer coming, done. The API's JSON sends it as `status` (and as `stage`, its first name, for older clients)."""
 
     OPENING = "opening"
     READING = "reading"
@@ -119,11 +120,12 @@ class RunProgress:
         return per_segment * (total - done)
 
     def to_dict(self) -> dict:
-        """The API's JSON: partial while streaming (`stage` says how far), `Finished.to_dict()` at the end."""
+        """The API's JSON: partial while streaming (`status` says how far), `Finished.to_dict()` at the end."""
         if self.finished:
-            return {"stage": Status.DONE.value, **self.finished.to_dict()}
+            return {"status": Status.DONE.value, STAGE: Status.DONE.value, **self.finished.to_dict()}
         return {
-            "stage": self.status.value,
+            "status": self.status.value,
+            STAGE: self.status.value,
             "answer": self.answer,
             "segments": [s.to_dict() for s in self.segments],
             "num_segments": self.num_segments,

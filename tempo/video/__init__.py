@@ -4,7 +4,7 @@ threads, and the released resize chain into the compressor's patch rows."""
 from .readers import (
                       DecordReader,
                       FrameReader,
-                      KeyframeReader,
+                      IntraFrameReader,
                       PyAVReader,
                       SparseReader,
                       decode_workers,
@@ -16,7 +16,7 @@ from .readers import (
 from .sampling import (
                       SamplingPlan,
                       VideoInfo,
-                      keyframe_plan,
+                      fast_seek_plan,
                       long_edge_size,
                       sample_frame_indices,
                       sampled_fps,
@@ -25,8 +25,8 @@ from .sampling import (
 )
 
 __all__ = [
-    "DecordReader", "FrameReader", "KeyframeReader", "PyAVReader", "SparseReader", "decode_workers", "is_long",
+    "DecordReader", "FrameReader", "IntraFrameReader", "PyAVReader", "SparseReader", "decode_workers", "is_long",
     "open_sparse", "open_video", "plan_sampling",
-    "SamplingPlan", "VideoInfo", "keyframe_plan", "long_edge_size", "sample_frame_indices", "sampled_fps",
+    "SamplingPlan", "VideoInfo", "fast_seek_plan", "long_edge_size", "sample_frame_indices", "sampled_fps",
     "segment_ranges", "uniform_plan",
 ]

@@ -1,4 +1,4 @@
-"""Which presentation time is a video's n-th frame, and where its key frames are: read from the container's packets
+"""Which presentation time is a video's n-th frame, and where its intra frames are: read from the container's packets
 only as far as a reader asks, so that the first segment of an hour does not wait for all of its packets (reading an
 hour's 108,000 packets takes 0.4 s)."""
 
@@ -26,7 +26,7 @@ def listed_in_order(entries, total: int) -> bool:
 
 
 class FrameTimes:
-    """The presentation times (pts) of a video stream's frames, in order, and of its key frames.
+    """The presentation times (pts) of a video stream's frames, in order, and of its intra frames.
 
     Packets come in decoding order, and a frame is never shown before it is decoded (pts >= dts), so once a packet
     with decoding time d has been read, every time below d that will ever be seen has been seen: those frames' places
@@ -39,7 +39,7 @@ class FrameTimes:
         is_keyframe); `container`, closed at their end, is where they come from."""
         self.total = total
         self.pts: list[int] = []  # frames 0..len-1, final
-        self.keyframes: list[int] = []  # key frames' times, sorted, as far as read
+        self.intra_frames: list[int] = []  # intra frames' times, sorted, as far as read
         self._pending: list[int] = []  # times read whose place is not final yet (a heap)
         self._lock = threading.Lock()
         self._container = container
@@ -49,7 +49,7 @@ class FrameTimes:
     @classmethod
     def open(cls, path: str | os.PathLike, total: int) -> FrameTimes:
         """Times read lazily where the container's index lists every frame in decoding order (MP4, MOV); read in
-        full and checked now where it does not (MKV lists key frames only), before any frame is decoded."""
+        full and checked now where it does not (MKV lists intra frames only), before any frame is decoded."""
         import av
 
         container = av.open(os.fspath(path))
@@ -70,11 +70,11 @@ class FrameTimes:
                 self._read_packet()
             return self.pts
 
-    def keyframe_at_or_before(self, pts: int) -> int | None:
-        """The latest key frame's time at or before `pts`, among those read (all of them up to a final time)."""
+    def intra_frame_at_or_before(self, pts: int) -> int | None:
+        """The latest intra frame's time at or before `pts`, among those read (all of them up to a final time)."""
         with self._lock:
-            at = bisect.bisect_right(self.keyframes, pts)
-            return self.keyframes[at - 1] if at else None
+            at = bisect.bisect_right(self.intra_frames, pts)
+            return self.intra_frames[at - 1] if at else None
 
     def _read_packet(self) -> None:
         if self._packets is None:
@@ -98,7 +98,7 @@ class FrameTimes:
             raise WrongReader("a frame is shown before it is decoded")
         heapq.heappush(self._pending, packet.pts)
         if packet.is_keyframe:
-            bisect.insort(self.keyframes, packet.pts)
+            bisect.insort(self.intra_frames, packet.pts)
         while self._pending and self._dts is not None and self._pending[0] < self._dts:
             self._place(heapq.heappop(self._pending))
 

@@ -1,4 +1,4 @@
-"""Video file -> decoded RGB frames: decord as released, PyAV where decord cannot, and the sparse and key-frame
+"""Video file -> decoded RGB frames: decord as released, PyAV where decord cannot, and the sparse and intra-frame
 readers for long videos."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ..config import SamplingConfig
 from ..errors import VideoError
 from .frame_times import FrameTimes, WrongReader
 from .probe import oversized_frame
-from .sampling import SamplingPlan, VideoInfo, keyframe_plan, long_edge_size, uniform_plan
+from .sampling import SamplingPlan, VideoInfo, fast_seek_plan, long_edge_size, uniform_plan
 
 log = logging.getLogger(__name__)
 UNLIMITED = float("inf")
@@ -145,8 +145,8 @@ class PyAVReader:
         pass
 
 
-class KeyframeReader(PyAVReader):
-    """Fast seek: the decoder skips every frame that is not a key frame. `read` takes key-frame ordinals.
+class IntraFrameReader(PyAVReader):
+    """Fast seek: the decoder skips every frame that is not an intra frame. `read` takes intra-frame ordinals.
 
     With `long_edge`, frames come out already shrunk to `long_edge_size` by FFmpeg's bicubic scaler, in the same
     pass as the colour conversion: converting full-size frames and then resizing them with PIL took over half of
@@ -162,9 +162,9 @@ class KeyframeReader(PyAVReader):
             stream = container.streams.video[0]
             start = stream.start_time or 0
             self.pts = sorted(p.pts for p in container.demux(stream) if p.is_keyframe and p.pts is not None)
-            self.keyframe_times = [float((pts - start) * stream.time_base) for pts in self.pts]
+            self.intra_frame_times = [float((pts - start) * stream.time_base) for pts in self.pts]
         if not self.pts:
-            raise VideoError(f"{os.path.basename(path)} has no key frames to seek to.")
+            raise VideoError(f"{os.path.basename(path)} has no intra frames to seek to.")
 
     def read(self, indices: Sequence[int]) -> Iterator[np.ndarray]:
         import av
@@ -177,16 +177,16 @@ class KeyframeReader(PyAVReader):
             last = None
             for index in indices:
                 if index != last:
-                    # Seeking costs one key frame; reading on through a whole GOP of skipped packets costs more,
-                    # unless the wanted key frame is the very next one.
+                    # Seeking costs one intra frame; reading on through a whole GOP of skipped packets costs more,
+                    # unless the wanted intra frame is the very next one.
                     if last is None or index != last + 1:
                         container.seek(self.pts[index], stream=stream)
                         frames = container.decode(stream)
-                    rgb = self._next_keyframe(frames, ordinal, index)
+                    rgb = self._next_intra_frame(frames, ordinal, index)
                     last = index
                 yield rgb
 
-    def _next_keyframe(self, frames: Iterator, ordinal: dict, index: int) -> np.ndarray:
+    def _next_intra_frame(self, frames: Iterator, ordinal: dict, index: int) -> np.ndarray:
         for frame in frames:
             found = ordinal.get(frame.pts)
             if found == index:
@@ -196,13 +196,13 @@ class KeyframeReader(PyAVReader):
                 return _rgb(frame, self.max_pixels, width=width, height=height, interpolation="BICUBIC")
             if found is not None and found > index:
                 break
-        raise VideoError(f"{os.path.basename(self._path)}: key frame {index} could not be decoded.")
+        raise VideoError(f"{os.path.basename(self._path)}: intra frame {index} could not be decoded.")
 
 
 class SparseReader(PyAVReader):
     """For long videos: decodes each wanted frame plus only the frames others depend on. Frames nothing refers
-    to (most B-frames) are skipped between samples, and where a key frame lies between two samples the decoder
-    seeks to it rather than decoding on to it (nothing after a key frame refers to what came before). The frames
+    to (most B-frames) are skipped between samples, and where an intra frame lies between two samples the decoder
+    seeks to it rather than decoding on to it (nothing after an intra frame refers to what came before). The frames
     it returns are the ones the exact reader returns, matched by presentation time (`FrameTimes`)."""
 
     def __init__(self, path: str, max_pixels: float = UNLIMITED):
@@ -231,7 +231,7 @@ class SparseReader(PyAVReader):
 
     def _run(self, container, stream, wanted: list[int], position: int) -> Generator[np.ndarray, None, tuple]:
         """Wanted frames from `position` on, decoding from where the container was sought to, until the end of the
-        file or until seeking to a key frame reaches the next wanted frame sooner; returns how far it got and
+        file or until seeking to an intra frame reaches the next wanted frame sooner; returns how far it got and
         whether it stopped to seek."""
         codec = stream.codec_context
         pending = set(wanted[position:])
@@ -257,9 +257,9 @@ class SparseReader(PyAVReader):
         return position, False
 
     def _seek_ahead(self, done: int, following: int, decoding: int | None) -> bool:
-        """Whether a key frame lies after the frame just returned (`done`) and at or before the `following` one,
+        """Whether an intra frame lies after the frame just returned (`done`) and at or before the `following` one,
         not yet reached by the decoder (at `decoding`, a decoding time): seeking to it skips what lies between."""
-        key = self.times.keyframe_at_or_before(following)
+        key = self.times.intra_frame_at_or_before(following)
         return key is not None and key > done and decoding is not None and decoding < key
 
     def close(self) -> None:
@@ -318,14 +318,14 @@ def open_long(path: str, max_pixels: float = UNLIMITED) -> SparseReader | None:
 
 
 def plan_sampling(reader: FrameReader, sampling: SamplingConfig) -> SamplingPlan:
-    if isinstance(reader, KeyframeReader):
-        return keyframe_plan(reader.keyframe_times, reader.info, sampling)
+    if isinstance(reader, IntraFrameReader):
+        return fast_seek_plan(reader.intra_frame_times, reader.info, sampling)
     return uniform_plan(reader.info, sampling)
 
 
-def open_video(path: str | os.PathLike, keyframes_only: bool = False, long_edge: int | None = None,
+def open_video(path: str | os.PathLike, fast_seek: bool = False, long_edge: int | None = None,
                decord: bool = True, max_pixels: float = UNLIMITED) -> FrameReader:
-    """Open with decord, falling back to PyAV (or key frames only, with PyAV, shrunk to `long_edge` as they are
+    """Open with decord, falling back to PyAV (or intra frames only, with PyAV, shrunk to `long_edge` as they are
     decoded); raise VideoError with a readable reason when neither can read it. Reading a frame larger than
     `max_pixels` raises InputError. A long file opens with the SparseReader where it can (`open_long`).
 
@@ -339,14 +339,14 @@ def open_video(path: str | os.PathLike, keyframes_only: bool = False, long_edge:
         raise VideoError(f"{path} is a directory, not a video file.")
     if os.path.getsize(path) == 0:
         raise VideoError(f"{name} is empty (0 bytes).")
-    if not keyframes_only:
+    if not fast_seek:
         sparse = open_long(path, max_pixels)
         if sparse is not None:
             return sparse
     errors = []
     openers: dict[str, Callable[[], FrameReader]]
-    if keyframes_only:
-        openers = {"KeyframeReader": lambda: KeyframeReader(path, long_edge, max_pixels)}
+    if fast_seek:
+        openers = {"IntraFrameReader": lambda: IntraFrameReader(path, long_edge, max_pixels)}
     else:
         openers = {"DecordReader": lambda: DecordReader(path, max_pixels),
                    "PyAVReader": lambda: PyAVReader(path, max_pixels)}

@@ -52,7 +52,7 @@ def sampled_fps(num_sampled: int, info: VideoInfo) -> float:
 
 
 def segment_ranges(num_frames: int, segment_frames: int = 8) -> list[range]:
-    """Non-overlapping windows of `segment_frames` sampled frames; the last one may be shorter."""
+    """Consecutive runs of `segment_frames` sampled frames, one per segment; the last one may be shorter."""
     return [range(start, min(start + segment_frames, num_frames)) for start in range(0, num_frames, segment_frames)]
 
 
@@ -63,10 +63,10 @@ class SamplingPlan:
     frame_indices: list[int]  # decoded frames in order (short videos repeat some)
     frame_times: list[float]  # their presentation times in the video (seconds)
     real_fps: float  # sampled frames per second of video
-    segments: list[range]  # windows over the sampled frames
+    segments: list[range]  # each segment's positions among the sampled frames
     segment_frames: int
     duration: float  # where the sampled part ends (the video's end unless a range was asked for)
-    keyframes_only: bool = False  # fast seek: true keyframe times instead of the released uniform clock
+    fast_seek: bool = False  # fast seek: true intra frame times instead of the released uniform clock
     offset: float = 0.0  # where the sampled part starts: the released clock counts from here
 
     def segment_frame_times(self, index: int) -> list[float]:
@@ -76,17 +76,17 @@ class SamplingPlan:
         """The times the compressor's prompt states for a segment padded to `length` frames.
 
         Released rule: sampled position / real_fps, counted on past the segment for padding frames. Fast seek
-        states each keyframe's true time and repeats the last one for padding.
+        states each intra frame's true time and repeats the last one for padding.
         """
-        window = self.segments[index]
-        if self.keyframes_only:
-            return [self.frame_times[window[min(k, len(window) - 1)]] for k in range(length)]
-        return [self.offset + (window.start + k) / self.real_fps for k in range(length)]
+        positions = self.segments[index]
+        if self.fast_seek:
+            return [self.frame_times[positions[min(k, len(positions) - 1)]] for k in range(length)]
+        return [self.offset + (positions.start + k) / self.real_fps for k in range(length)]
 
     def tag_time(self, index: int) -> float:
-        """The decoder's `<t seconds>`: the centre of a full window even for a short last segment (released),
-        or the midpoint of the segment's first and last keyframes."""
-        if self.keyframes_only:
+        """The decoder's `<t seconds>`: the centre of a full segment even for a short last one (released),
+        or the midpoint of the segment's first and last intra frames."""
+        if self.fast_seek:
             times = self.segment_frame_times(index)
             return (times[0] + times[-1]) / 2
         return self.offset + (index * self.segment_frames + self.segment_frames / 2) / self.real_fps
@@ -97,12 +97,12 @@ class SamplingPlan:
 
     def span(self, index: int) -> tuple[float, float]:
         """The stretch of video a segment stands for, in seconds."""
-        window = self.segments[index]
-        if self.keyframes_only:
-            end = self.frame_times[window.stop] if window.stop < len(self.frame_times) else self.duration
-            return self.frame_times[window.start], end
-        return (self.offset + window.start / self.real_fps,
-                min(self.offset + window.stop / self.real_fps, self.duration))
+        positions = self.segments[index]
+        if self.fast_seek:
+            end = self.frame_times[positions.stop] if positions.stop < len(self.frame_times) else self.duration
+            return self.frame_times[positions.start], end
+        return (self.offset + positions.start / self.real_fps,
+                min(self.offset + positions.stop / self.real_fps, self.duration))
 
 
 def frame_window(info: VideoInfo, sampling: SamplingConfig) -> tuple[int, int, float]:
@@ -143,21 +143,22 @@ def long_edge_size(width: int, height: int, long_edge: int = 512) -> tuple[int, 
     return max(16, int(round(width * ratio / 16) * 16)), max(16, int(round(height * ratio / 16) * 16))
 
 
-def keyframe_plan(keyframe_times: list[float], info: VideoInfo, sampling: SamplingConfig) -> SamplingPlan:
-    """Fast seek: for each time the released rule would sample, the nearest key frame (each used once)."""
+def fast_seek_plan(intra_frame_times: list[float], info: VideoInfo, sampling: SamplingConfig) -> SamplingPlan:
+    """Fast seek: for each time the released rule would sample, the nearest intra frame (each used once)."""
     def nearest(t: float) -> int:
-        k = bisect.bisect_left(keyframe_times, t)
-        return min((j for j in (k - 1, k) if 0 <= j < len(keyframe_times)), key=lambda j: abs(keyframe_times[j] - t))
+        k = bisect.bisect_left(intra_frame_times, t)
+        near = (j for j in (k - 1, k) if 0 <= j < len(intra_frame_times))
+        return min(near, key=lambda j: abs(intra_frame_times[j] - t))
 
     first, count, end = frame_window(info, sampling)
     targets = [(first + i) / info.native_fps for i in sample_frame_indices(count, info.native_fps, sampling.fps,
                                                                            sampling.min_frames, sampling.max_frames)]
     begin = first / info.native_fps
     chosen = sorted({nearest(t) for t in targets})
-    chosen = [k for k in chosen if begin <= keyframe_times[k] < end] or chosen[:1]  # key frames in the range
-    return SamplingPlan(chosen, [keyframe_times[k] for k in chosen], len(chosen) / max(end - begin, 1e-6),
+    chosen = [k for k in chosen if begin <= intra_frame_times[k] < end] or chosen[:1]  # intra frames in the range
+    return SamplingPlan(chosen, [intra_frame_times[k] for k in chosen], len(chosen) / max(end - begin, 1e-6),
                         segment_ranges(len(chosen), sampling.segment_frames), sampling.segment_frames,
-                        end, keyframes_only=True, offset=begin)
+                        end, fast_seek=True, offset=begin)
 
 
 @dataclass(frozen=True)

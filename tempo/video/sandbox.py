@@ -156,14 +156,14 @@ class Ring:
 
 
 def _decode(path: str, sampling: SamplingConfig, geometry: PatchGeometry, limits: Limits, results, free) -> None:
-    """The child: plan, then every segment, then the stage timings; or why it could not."""
+    """The child: plan, then every segment, then its timings; or why it could not."""
     # PyAV's log level stays None (FFmpeg's messages dropped in C): any level routes FFmpeg's frame threads
     # through a Python callback that needs the GIL, and a damaged VP9 stream then deadlocks the decoder.
     resource.setrlimit(resource.RLIMIT_DATA, (limits.decode_memory_bytes, limits.decode_memory_bytes))
     timer, ring = Timer(), None
     try:
         with timer.time("open"):
-            reader = open_video(path, keyframes_only=sampling.fast_seek, long_edge=sampling.long_edge, decord=False,
+            reader = open_video(path, fast_seek=sampling.fast_seek, long_edge=sampling.long_edge, decord=False,
                                 max_pixels=limits.max_frame_pixels)
             probed, plan = video_plan(reader, sampling)
         results.put(Planned(probed, plan))

@@ -85,7 +85,7 @@ def prepare_segments(path: str | os.PathLike, reader: FrameReader, plan: Samplin
 
     `reader` (already open) decodes short videos. Long ones are decoded sparsely where the file allows it, by
     one worker per core, each over a share of the time range; every reader refuses frames as `reader` does."""
-    if is_long(plan) and not plan.keyframes_only and not isinstance(reader, SparseReader):
+    if is_long(plan) and not plan.fast_seek and not isinstance(reader, SparseReader):
         sparse = open_sparse(path, reader.max_pixels)
         if sparse is not None:
             reader.close()
@@ -130,7 +130,7 @@ class LocalDecoder:
                  timer: Timer):
         self.path, self.sampling, self.geometry, self.limits, self.timer = path, sampling, geometry, limits, timer
         with timer.time("open"):
-            self.reader: FrameReader | None = open_video(path, keyframes_only=sampling.fast_seek,
+            self.reader: FrameReader | None = open_video(path, fast_seek=sampling.fast_seek,
                                                         long_edge=sampling.long_edge,
                                                         max_pixels=limits.max_frame_pixels)
             try:
