@@ -1,7 +1,7 @@
 """The Live tab: a standing question over the visitor's camera, a stream URL, a file played as if live or (on the
 embedded model) a synthetic world that never ends. Each segment's relevance joins a scrolling timeline as it
 arrives; a clear rise raises an alert in the conversation (with a browser notification if asked), which replays
-the moment from the replay buffer; "Ask now" answers over the rolling window. Handlers take the server, the
+the moment from the replay buffer; "Ask now" answers over the recent memories. Handlers take the server, the
 request's values and the visitor's session (`owner`), and return named updates, as `handlers` do."""
 
 from __future__ import annotations
@@ -299,7 +299,7 @@ def set_threshold(server: Server, threshold: float, *, owner: str) -> Updates:
 
 
 def ask_now(server: Server, question: str, *, owner: str) -> Iterator[Updates]:
-    """A question answered now by the decoder over the rolling window (ATA over the budget); its times are stream
+    """A question answered now by the decoder over the recent memories (ATA over the budget); its times are stream
     times, links into the replay buffer."""
     watching = watches_of(server).get(owner)
     if watching is None or getattr(watching, "view", None) is None:
