@@ -17,7 +17,8 @@ Check = Callable[[str], "str | None"]  # a host -> the address to connect to (No
 
 
 class PinnedTransport(httpx.HTTPTransport):
-    """Connects to the address that was checked, keeping the host's name for the Host header and TLS."""
+    """Connects to the address that was checked, keeping the host's name for TLS and the Host header (which the
+    request already carries as the URL gave it, with its port)."""
 
     def __init__(self, address: str):
         super().__init__()
@@ -26,7 +27,6 @@ class PinnedTransport(httpx.HTTPTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         host = request.url.host
         request.url = request.url.copy_with(host=self.address)
-        request.headers["Host"] = host
         request.extensions = {**request.extensions, "sni_hostname": host}
         return super().handle_request(request)
 
