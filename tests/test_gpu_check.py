@@ -15,6 +15,8 @@ import pytest
 from demo.device import COST, DATA_SHEETS, GpuCost
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.slow
+
 RESULTS = ROOT / "benchmarks" / "results" / "gpu_check-h200.json"
 RECORDED = ("device", "hour_seconds", "followup_seconds", "peak_memory_gb", "compressor_speedup", "conformance")
 PHASES = ("environment", "conformance", "load", "videos", "warm_up", "hour", "ten_minutes", "follow_ups", "decoding",

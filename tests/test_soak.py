@@ -10,11 +10,15 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import soak  # noqa: E402
 from server_watch import FROM_OWN_CLIENT, OWN_CLIENT  # noqa: E402
+
+pytestmark = pytest.mark.slow
 
 
 def test_the_short_soak_answers_every_request_about_its_own_video(tmp_path):
