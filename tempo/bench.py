@@ -35,7 +35,7 @@ from .engine.steps import EncodedSegment, compress_batch, give_back_freed_memory
 from .events import AllocationDone, Compression, Finished, SegmentCompressed
 from .model import TempoModel, from_pretrained
 from .timing import Timer
-from .video import VideoInfo, long_edge_size, open_video, sandbox, uniform_plan
+from .video import SamplingPlan, VideoInfo, long_edge_size, open_video, sandbox, uniform_plan
 from .video.patches import PatchGeometry, clip_size, frame_size, normalize, patchify, resize_frames
 from .video.segments import video_plan
 
@@ -122,7 +122,8 @@ def make_video(path: str, seconds: int) -> str:
 
 # ------------------------------------------------------------------------------------------------ the reference
 
-def reference_tensors(path: str, sampling: SamplingConfig, geometry: PatchGeometry):
+def reference_tensors(path: str, sampling: SamplingConfig, geometry: PatchGeometry
+                      ) -> tuple[torch.Tensor, list[tuple[int, int, int]], SamplingPlan, VideoInfo]:
     """The released preprocessing: decord get_batch of every sampled frame at full size (with the decoding
     threads infer.py picks), PIL resizing frame by frame, then every segment on its own through qwen-vl-utils'
     resizes and the processor into float pixel values, concatenated for one compressor batch."""
@@ -147,7 +148,7 @@ def reference_tensors(path: str, sampling: SamplingConfig, geometry: PatchGeomet
         rows, grid = patchify(resize_frames(video, size).float(), geometry)  # the release keeps floats from here
         pixel_values.append(normalize(rows, geometry))
         grids.append(grid)
-    return torch.cat(pixel_values), grids, plan, info
+    return torch.cat(pixel_values), grids, plan, info  # pixel values float32 [rows, 3*tp*p*p]
 
 
 def reference_answer(model: TempoModel, path: str, question: str, config: RunConfig) -> dict:

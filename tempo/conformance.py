@@ -21,6 +21,7 @@ import os
 import sys
 import tempfile
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -77,7 +78,7 @@ class Report:
         self.failures += not ok
         return ok
 
-    def exact(self, case: str, quantity: str, got, expected) -> bool:
+    def exact(self, case: str, quantity: str, got: object, expected: object) -> bool:
         got, expected = _as_list(got), _as_list(expected)
         discrete = self.reduced and quantity.split(":")[-1] in DISCRETE and not case.startswith("ata:")
         self.discrete += discrete
@@ -110,17 +111,17 @@ class Report:
         return line
 
 
-def _as_list(value):
+def _as_list(value: object) -> object:
     return value.tolist() if isinstance(value, torch.Tensor) else value
 
 
-def _count(value) -> str:
+def _count(value: Any) -> str:
     if isinstance(value, list):
         return f"{np.asarray(value, dtype=object).size} values"
     return repr(value) if len(repr(value)) < 40 else f"{len(value)} characters"
 
 
-def _short(value) -> str:
+def _short(value: object) -> str:
     text = json.dumps(value)
     return text if len(text) < 120 else text[:117] + "..."
 
