@@ -298,7 +298,7 @@ def localisation(model: TempoModel, n: int, seed: int, min_duration: float, max_
 
 def write_jobs(path: str, n: int, seed: int, budgets: list[int], min_duration: float, max_duration: float,
                directory: str, families: tuple[str, ...] = FAMILIES) -> int:
-    """The evaluation's questions as `python -m tempo batch` jobs, once per budget, with their family, expected
+    """The evaluation's questions as `tempo batch` jobs, once per budget, with their family, expected
     answer and evidence; returns how many jobs were written. By default v4's four families: the batch and lmms
     integrations are tested on exactly those."""
     check_seeds(seed, n)
@@ -332,7 +332,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--localisation-only", action="store_true",
                         help="only the compressor: how often its most relevant segment is on the evidence")
     parser.add_argument("--write-jobs", metavar="JOBS", help="instead of evaluating, write the questions as "
-                                                             "`python -m tempo batch` jobs to this file")
+                                                             "`tempo batch` jobs to this file")
     parser.add_argument("--families", default=",".join(ALL_FAMILIES),
                         help="comma-separated question families (default: all six; "
                              "needle,grounding,counting,global gives v4's reports exactly)")
