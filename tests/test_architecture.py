@@ -38,7 +38,7 @@ LAYERS = [
     ["tempo.analysis"],
     ["tempo.render"],
     ["tempo.batch", "tempo.bench", "tempo.conformance", "tempo.cli", "tempo.train", "tempo.integrations",
-     "tempo.live"],
+     "tempo.live", "tempo.eval"],
     ["tempo", "tempo.__main__"],
     ["demo.refusals", "demo.preview", "demo.html", "demo.settings", "demo.live_view", "demo.hosts", "demo.stores"],
     ["demo.chat"],
@@ -52,12 +52,13 @@ LAYERS = [
     ["benchmarks", "benchmarks.local_app", "benchmarks.server_watch", "benchmarks.mutants", "benchmarks.gpu"],
     ["benchmarks.app_first_segment", "benchmarks.cold_start", "benchmarks.gpu_reservations", "benchmarks.live",
      "benchmarks.preprocess", "benchmarks.preview_proxy", "benchmarks.sharpest_frame", "benchmarks.cache_memory",
-     "benchmarks.fuzz", "benchmarks.analysis_tools", "benchmarks.repeat_question", "benchmarks.screenshots"],
+     "benchmarks.fuzz", "benchmarks.analysis_tools", "benchmarks.repeat_question", "benchmarks.screenshots",
+     "benchmarks.moments_cost"],
     ["benchmarks.soak"],
     ["examples", "examples.make_examples", "examples.check_examples"],
     ["experiments.follow-ups.measure", "experiments.look-closer.measure", "experiments.tiny-v3.stage3_cost",
      "experiments.tiny-v3.tag_copy", "experiments.tiny-v4.decoder_cost", "experiments.tiny-v5.interval_ceiling",
-     "experiments.tiny-v5.stage8_cost"],
+     "experiments.tiny-v5.stage8_cost", "experiments.moments.compare"],
 ]
 ROOTS = ("app", "demo", "tempo", "benchmarks", "examples", "experiments")  # the folders (and app.py) scanned
 
@@ -126,6 +127,29 @@ def test_a_new_module_must_be_placed_in_the_layers():
         with pytest.raises(AssertionError, match=rf"^{module} is in no layer: add it to LAYERS"):
             layer(module)
     assert layer("tempo.video.newreader") == layer("tempo.video")  # a subpackage's entry covers its modules
+
+
+def path_edits(files: dict[str, Path]) -> list[str]:
+    """Every use of `sys.path` in code: a module is found as a package from the repository's root, never by a
+    file putting its folder on the path."""
+    return [f"{name}:{node.lineno} uses sys.path" for name, path in files.items()
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Attribute) and node.attr == "path" and isinstance(node.value, ast.Name)
+            and node.value.id == "sys"]
+
+
+def test_no_file_edits_sys_path():
+    tests = {f"tests.{path.stem}": path for path in sorted((ROOT / "tests").glob("*.py"))}
+    assert not path_edits({**sources(), **tests}), "\n".join(path_edits({**sources(), **tests}))
+
+
+def test_a_sys_path_edit_is_caught(tmp_path):
+    """The check can fail: a benchmark that puts the root on the path to import its neighbours."""
+    script = tmp_path / "bench.py"
+    script.write_text("import sys\nsys.path[:0] = ['.']\nsys.path.insert(0, '..')\nprint('sys.path')\n",
+                      encoding="utf-8")
+    assert path_edits({"benchmarks.bench": script}) == ["benchmarks.bench:2 uses sys.path",
+                                                        "benchmarks.bench:3 uses sys.path"]
 
 
 def test_imports_only_go_down_the_layers():
