@@ -73,7 +73,7 @@ matrix: $(STAMP)
 	  echo "requirements.txt resolves for Python $$version, newest and every floor"; done
 
 conformance: $(STAMP)
-	$(PY) -m tempo.conformance tests/fixtures/conformance
+	$(PY) -m tempo conformance tests/fixtures/conformance
 
 clean:
 	rm -rf $(VENV) $(OVERLAYS) .pytest_cache .hypothesis

@@ -1,4 +1,4 @@
-"""`python -m tempo.bench`: how fast a video file becomes Tempo's answer, ours against the released pipeline's steps.
+"""`tempo bench`: how fast a video file becomes Tempo's answer, ours against the released pipeline's steps.
 
 Both modes run in this process on the same videos (generated once with the ffmpeg that imageio-ffmpeg ships,
 kept under $TEMPO_CACHE/bench). The reference mode follows the released pipeline: every sampled frame decoded at
@@ -29,6 +29,7 @@ import psutil
 import torch
 from PIL import Image
 
+from .command_line import run_alone
 from .config import GenerationConfig, RunConfig, SamplingConfig, Zoom
 from .engine import VideoCache, run
 from .engine.steps import EncodedSegment, compress_batch, give_back_freed_memory, open_decoder, respond
@@ -329,8 +330,7 @@ def table(name: str, figures: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tempo.bench", description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="only the 10-minute video (a few minutes)")
     parser.add_argument("--video", help="benchmark this file instead of the generated videos")
     parser.add_argument("--model", default=os.environ.get("TEMPO_MODEL"), help="default: the embedded Tempo-Tiny")
@@ -339,7 +339,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", dest="json_out", help="write the raw figures and ratios here")
     parser.add_argument("--first-segment", type=int, metavar="RUNS",
                         help="only the first segment's result, RUNS times per video (seconds; no reference)")
-    args = parser.parse_args(argv)
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    """`tempo bench`: the table for each video on stdout, and the figures in `--json`."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     model = from_pretrained(args.model, base=args.base, device=args.device)
     sandbox.warm_up()  # the decoding processes' fork server starts once, as the app's does at start-up
@@ -369,6 +372,12 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json_out, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=2, default=str)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m tempo.bench`, the old name of `tempo bench`."""
+    return run_alone("python -m tempo.bench", __doc__.splitlines()[0], add_arguments, run_bench, argv)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -59,7 +59,7 @@ def test_the_dry_run_goes_through_every_phase(tmp_path):
 def planted(fault: str, out, only: str) -> tuple[int, dict]:
     """The dry run with `fault` planted, in a process of its own (tests/aoti_process.py says why), through the
     phases in `only` (and those every phase needs)."""
-    done = subprocess.run([sys.executable, str(ROOT / "tests" / "aoti_process.py"), "fault", fault, str(out),
+    done = subprocess.run([sys.executable, "-m", "tests.aoti_process", "fault", fault, str(out),
                            "--only", only], cwd=ROOT, capture_output=True, text=True, timeout=900)
     return done.returncode, json.loads((out / "gpu_check.json").read_text())
 
