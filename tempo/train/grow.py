@@ -75,7 +75,8 @@ def padded(tensor: torch.Tensor, shape: tuple[int, ...], fill: str, generator: t
 
 def widened(tensors: dict[str, torch.Tensor], size: DecoderSize, seed: int = 0) -> dict[str, torch.Tensor]:
     """The same state dict with a decoder `size.width` wide, with `size.heads` query and `size.kv_heads`
-    key-value heads and `size.mlp_width` MLP units, that computes what the old one did.
+    key-value heads and `size.mlp_width` MLP units, that gives the old one's answers (its logits move by the norms'
+    epsilon, which does not scale with their weights: ~3e-4 of ~5).
 
     The residual stream's new dimensions stay zero: every weight that writes to them (token embeddings, the
     projector, attention and MLP outputs) starts at zero there, and the RMS norms' old weights are scaled by
@@ -106,7 +107,7 @@ def widened(tensors: dict[str, torch.Tensor], size: DecoderSize, seed: int = 0) 
             shape, fill = shapes[part]
             out[name] = padded(tensor, shape, fill, generator)
         elif part in NORMS or name == "decoder.lm.model.norm.weight":
-            scaled = tensor * norm_scale
+            scaled = tensor.float() * norm_scale  # in float32: a half-precision state would round the scale off
             out[name] = torch.cat([scaled, scaled.mean().expand(width - old.width)])
         elif name in ("decoder.lm.model.embed_tokens.weight", "decoder.lm.lm_head.weight"):
             out[name] = padded(tensor, (tensor.shape[0], width), "zeros", generator)

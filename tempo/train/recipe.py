@@ -109,6 +109,10 @@ Stage = LocaliseStage | PaperStage | ComposedStage | BlendStage
 BLEND_FAMILIES = (1.0, 2.0, 1.0)
 TEMPORAL_WEIGHTS = (2.0, 1.0)
 
+# The decoder v6 grows v5's into, as the sizing sweep picks it (experiments/tiny-v6/README.md): the candidate there
+# that this names until the sweep's report replaces it.
+V6_DECODER = DecoderSize(layers=3, width=160, heads=6, kv_heads=3, mlp_width=512)
+
 STAGES: tuple[Stage, ...] = (
     LocaliseStage(1, "v3", steps=2400, lists=4, lr=5e-4),
     PaperStage(2, "v3"),
@@ -132,6 +136,9 @@ STAGES: tuple[Stage, ...] = (
                widths=(16, 32, 64, 128), steps=(3500, 2000, 1000, 600), lr=1e-3, layers=3, pool_share=1.0, slot=4),
     BlendStage(11, "v5", weights=(0.25, 0.1, 0.1, 0.1, 0.25, 0.2), video_tags=0.5, temporal=True,
                widths=(64, 128), steps=(1500, 700), lr=5e-4, layers=3, pool_share=0.5, slot=5),
+    BlendStage(12, "v6", weights=(0.25, 0.1, 0.1, 0.1, 0.25, 0.2), video_tags=0.5, temporal=True,
+               widths=(16, 32, 64, 128), steps=(1500, 1500, 1500, 1000), lr=1e-3, layers=3, pool_share=0.75,
+               slot=6, decoder=V6_DECODER),
 )
 
 
