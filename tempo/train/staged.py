@@ -125,10 +125,10 @@ def train_composed_stage(stage: ComposedStage, recipe: Recipe, state_path: str, 
                                     "held_out_questions": len(held_out.pool)}
         log.info("composed-input pool: %s", report["stages"]["pool"])
     decoder_training(model, held_out, recipe, report)
-    report["stages"][stage.phase] = train_composed(model, pool, stage.widths, stage.steps, 4, stage.lr,
+    report["stages"][stage.report_key] = train_composed(model, pool, stage.widths, stage.steps, 4, stage.lr,
                                                    recipe.copy_ata_share, rng, every, held_out,
                                                    recipe.copy_eval_inputs)
-    log.info("growth curve, %s phases: %s", stage.phase, report["stages"][stage.phase]["growth_curve"])
+    log.info("growth curve, %s phases: %s", stage.report_key, report["stages"][stage.report_key]["growth_curve"])
     if stage.real_steps:
         report["stages"]["real"] = train_composed(model, Mixture(pool, real, stage.real_share), (max(stage.widths),),
                                                   (stage.real_steps,), 4, stage.real_lr, recipe.copy_ata_share, rng,
