@@ -16,6 +16,8 @@ from tempo.train.recipe import Recipe
 from tempo.train.staged import run_stage
 from tempo.train.state import STATE_FILE
 
+pytestmark = pytest.mark.slow
+
 QUESTION = re.compile(r"What colour is the (\w+)\?|(?:When does|How many times does) the (\w+) (\w+) appear\?")
 
 

@@ -21,6 +21,8 @@ from tempo.train.staged import run_stage
 from tests.conftest import ROOT
 from tests.test_tiny_v4 import V3_STATE, pool_without_compression, sources
 
+pytestmark = pytest.mark.slow
+
 FROZEN = json.loads((ROOT / "tests" / "fixtures" / "synthetic" / "v4.json").read_text())
 STAGE_SETTINGS = json.loads((ROOT / "tests" / "fixtures" / "train" / "stage-settings.json").read_text())
 OLD = ("needle", "grounding", "counting")
