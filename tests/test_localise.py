@@ -1,4 +1,4 @@
-"""Tempo-Tiny v3's localisation stage: its ranking lists, its loss, and the resumable stage file."""
+"""The localisation stage: its ranking lists, its loss, and the resumable stage file."""
 
 import dataclasses
 import json
@@ -13,7 +13,8 @@ from tempo.synthetic import generate_video, make_questions
 from tempo.train import data
 from tempo.train.localise import ABSENT_SHARE, LIST_SIZE, SegmentIndex, ranking_loss
 from tempo.train.recipe import Recipe
-from tempo.train.staged import STAGES, STATE_FILE, run_stage
+from tempo.train.staged import run_stage
+from tempo.train.state import STATE_FILE
 
 pytestmark = pytest.mark.slow
 
@@ -68,7 +69,7 @@ def test_stages_resume_from_one_state_file(tmp_path):
     recipe = dataclasses.replace(Recipe(seed=5).scaled(0.001), tuning_max_duration=90.0, max_frames=64,
                                  medium_frames=64)  # 8 segments a video: the stages' plumbing, not their scale
     state = str(tmp_path / STATE_FILE)
-    missing = max(STAGES) + 1
+    missing = max(stage.number for stage in recipe.stages) + 1
     with pytest.raises(ValueError, match=f"there is no stage {missing}"):
         run_stage(missing, recipe, state, None, torch.device("cpu"), 50)
     first = run_stage(1, recipe, state, str(tmp_path / "one"), torch.device("cpu"), 50)
@@ -85,16 +86,16 @@ def test_stages_resume_from_one_state_file(tmp_path):
         run_stage(2, recipe, state, None, torch.device("cpu"), 50)
     third = run_stage(3, recipe, state, str(tmp_path / "three"), torch.device("cpu"), 50)
     curve = third["stages"]["compose"]["growth_curve"]
-    assert [point["after_width"] for point in curve] == list(recipe.copy_widths)
+    assert [point["after_width"] for point in curve] == list(recipe.stage(3).widths)
     assert all(0 <= share <= 1 for point in curve for width in ("16", "64", "128")
                for share in point[width].values())
     fourth = run_stage(4, recipe, state, str(tmp_path / "four"), torch.device("cpu"), 50)
     assert fourth["stages"]["pairs"]["real_pairs"] > 0
-    assert [point["after_width"] for point in fourth["stages"]["tags"]["growth_curve"]] == list(recipe.tag_widths)
-    assert [point["after_width"] for point in fourth["stages"]["real"]["growth_curve"]] == [max(recipe.copy_widths)]
+    assert [point["after_width"] for point in fourth["stages"]["tags"]["growth_curve"]] == list(recipe.stage(4).widths)
+    assert [point["after_width"] for point in fourth["stages"]["real"]["growth_curve"]] == [max(recipe.stage(4).widths)]
     fifth = run_stage(5, recipe, state, str(tmp_path / "five"), torch.device("cpu"), 50)
-    assert [point["after_width"] for point in fifth["stages"]["wide"]["growth_curve"]] == list(recipe.wide_widths)
-    assert fifth["stages"]["real"]["growth_curve"][0]["step"] == recipe.real_steps
+    assert [point["after_width"] for point in fifth["stages"]["wide"]["growth_curve"]] == list(recipe.stage(5).widths)
+    assert fifth["stages"]["real"]["growth_curve"][0]["step"] == recipe.stage(5).real_steps
     shipped_log = json.load(open(tmp_path / "five" / "training_log.json"))
     assert list(shipped_log["stages"]) == ["1", "2", "3", "4", "5"]
     reports = (first, second, third, fourth, fifth)

@@ -13,17 +13,18 @@ import torch
 import tempo
 from tempo.synthetic import TEMPORAL_FAMILIES, generate_video
 from tempo.train import data
+from tempo.train.blend_stages import pool_sizes, seed_offsets
 from tempo.train.compose import Composed, Composer, Mixture
 from tempo.train.compose_long import Blend, GlobalComposer, GlobalItem, OwnVideo, VideoTags, kind_counts
-from tempo.train.recipe import Recipe
+from tempo.train.recipe import BlendStage, Recipe, Stage, shared_settings
 from tempo.train.staged import run_stage
-from tempo.train.v4 import FIRST_STAGE, V4_STAGES
 from tests.conftest import ROOT
 from tests.test_tiny_v4 import V3_STATE, pool_without_compression, sources
 
 pytestmark = pytest.mark.slow
 
 FROZEN = json.loads((ROOT / "tests" / "fixtures" / "synthetic" / "v4.json").read_text())
+STAGE_SETTINGS = json.loads((ROOT / "tests" / "fixtures" / "train" / "stage-settings.json").read_text())
 OLD = ("needle", "grounding", "counting")
 
 
@@ -58,17 +59,40 @@ def sampler_fingerprints() -> dict[str, str]:
     return out
 
 
-def test_every_blend_stage_has_each_of_its_settings():
-    """A stage added to V4_STAGES without its row in one of the recipe's per-stage tuples would train with the
-    previous stage's settings or fail an hour in; the numbers must line up."""
+def record_settings(recipe: Recipe, stage: Stage) -> dict:
+    """A stage record's settings as the frozen table names them, with what the blend stages derive from them."""
+    settings = {name: value for name, value in dataclasses.asdict(stage).items()
+                if name not in ("number", "version", "slot", "decoder")}  # the slot: as the seeds it gives
+    if isinstance(stage, BlendStage):
+        settings["long_videos"], settings["short_videos"] = pool_sizes(recipe, stage)
+        settings["long_seeds"], settings["short_skip"] = seed_offsets(recipe, stage.slot)
+    return json.loads(json.dumps(settings))
+
+
+@pytest.mark.parametrize("factor", ["1", "0.05", "0.001"])
+def test_the_stage_records_give_stages_1_to_11_their_settings_as_before(factor):
+    """Each of stages 1-11 reads the settings it was trained with, at full scale and scaled for trial runs: the
+    shared ones and its record's, against a table computed from the recipe's nine per-stage tuples before they
+    became records (tests/fixtures/train/stage-settings.json)."""
+    recipe = Recipe() if factor == "1" else Recipe().scaled(float(factor))
+    frozen = STAGE_SETTINGS[factor]
+    assert json.loads(json.dumps(shared_settings(recipe))) == frozen["shared"]
+    assert [stage.number for stage in recipe.stages][:11] == list(range(1, 12))
+    for number, settings in frozen["stages"].items():
+        stage = recipe.stage(int(number))
+        assert record_settings(recipe, stage) == settings, number
+        assert not isinstance(stage, BlendStage) or stage.decoder is None
+
+
+def test_every_blend_stage_lines_its_settings_up():
+    """A blend stage's phases need a step count per width and its sampler shares must add up, or it trains wrong or
+    fails an hour in; stages pool distinct fresh videos."""
     recipe = Recipe()
-    assert sorted(V4_STAGES) == list(range(FIRST_STAGE, FIRST_STAGE + len(V4_STAGES)))
-    per_stage = {name: len(getattr(recipe, name)) for name in ("blend_weights", "blend_video_tags", "blend_temporal",
-                                                                "blend_widths", "blend_steps", "blend_lrs",
-                                                                "blend_layers", "blend_pool_shares")}
-    assert set(per_stage.values()) == {len(V4_STAGES)}, per_stage
-    for widths, steps, weights in zip(recipe.blend_widths, recipe.blend_steps, recipe.blend_weights):
-        assert len(widths) == len(steps) and abs(sum(weights) - 1) < 1e-9
+    blend = [stage for stage in recipe.stages if isinstance(stage, BlendStage)]
+    assert [stage.number for stage in recipe.stages] == sorted({stage.number for stage in recipe.stages})
+    for stage in blend:
+        assert len(stage.widths) == len(stage.steps) and abs(sum(stage.weights) - 1) < 1e-9, stage.number
+    assert len({stage.slot for stage in blend}) == len(blend)
 
 
 def test_the_samplers_of_stages_3_to_7_draw_as_before():
@@ -169,9 +193,9 @@ def test_stages_6_to_8_go_on_from_v3_s_state_file(tmp_path):
     with pytest.raises(ValueError, match="stage 7 continues stage 6"):
         run_stage(7, recipe, state, None, torch.device("cpu"), 50, source=str(V3_STATE))
     sixth = run_stage(6, recipe, state, str(tmp_path / "six"), torch.device("cpu"), 50, source=str(V3_STATE))
-    assert sixth["decoder_layers"] == recipe.blend_layers[0] == 3
+    assert sixth["decoder_layers"] == recipe.stage(6).layers == 3
     curve = sixth["stages"]["blend"]["growth_curve"]
-    assert [point["after_width"] for point in curve] == list(recipe.blend_widths[0])
+    assert [point["after_width"] for point in curve] == list(recipe.stage(6).widths)
     assert set(curve[-1]) >= {"own video", "global", "other videos"}
     assert all(0 <= share <= 1 for point in curve for name in ("own video", "global", "other videos")
                for width in point[name].values() for share in width.values())
@@ -179,7 +203,7 @@ def test_stages_6_to_8_go_on_from_v3_s_state_file(tmp_path):
         run_stage(8, recipe, state, None, torch.device("cpu"), 50)
     seventh = run_stage(7, recipe, state, str(tmp_path / "seven"), torch.device("cpu"), 50)
     assert [point["after_width"] for point in seventh["stages"]["blend"]["growth_curve"]] == \
-        list(recipe.blend_widths[1])
+        list(recipe.stage(7).widths)
     assert "interval and order, own video" not in seventh["reading_before"]  # stage 8's, below
     training_log = json.load(open(tmp_path / "seven" / "training_log.json"))
     assert list(training_log["stages"]) == [str(n) for n in range(1, 8)]  # v3's logs came with its state
@@ -187,11 +211,11 @@ def test_stages_6_to_8_go_on_from_v3_s_state_file(tmp_path):
     assert json.load(open(tmp_path / "six" / "training_log.json"))["recipe"].startswith("Tempo-Tiny v4")
 
     eighth = run_stage(8, recipe, state, str(tmp_path / "eight"), torch.device("cpu"), 50)
-    assert eighth["decoder_layers"] == recipe.blend_layers[2] == 3
+    assert eighth["decoder_layers"] == recipe.stage(8).layers == 3
     assert eighth["stages"]["pools"]["interval_and_order_questions"] == 2 * (recipe.blend_videos +
                                                                              recipe.blend_short_videos)
     curve = eighth["stages"]["blend"]["growth_curve"]
-    assert [point["after_width"] for point in curve] == list(recipe.blend_widths[2])
+    assert [point["after_width"] for point in curve] == list(recipe.stage(8).widths)
     for point in [eighth["reading_before"], *curve]:
         for name in ("interval and order, own video", "interval and order, short own video, video tags"):
             assert set().union(*(point[name][width] for width in point[name])) <= {"interval", "order",

@@ -49,14 +49,14 @@ def test_base_questions_are_labelled_right_and_half_of_the_negatives_are_hard(ti
     kinds = Counter()
     for _ in range(600):
         v = int(examples.rng.integers(len(videos)))
-        times = examples._window(videos[v], examples.plans[v]).segment_frame_times(0)
+        times = examples._frame_run(videos[v], examples.plans[v]).segment_frame_times(0)
         question = examples._question(videos[v], examples.questions[v], times)
         shown = data.big_shapes(videos[v], times)
         label = data.relevant(question, times)
         if question.family == "global":
             kinds["global"] += 1
             continue
-        # the label agrees with what the window shows: a question names a big shape in it or one that is not
+        # the label agrees with what the run shows: a question names a big shape in it or one that is not
         named = [event for event in videos[v].events if any(event.start <= t < event.end for t in times)
                  and (question.text == f"What colour is the {event.kind}?"
                       or f"the {event.colour} {event.kind} appear" in question.text)]

@@ -21,10 +21,10 @@ import torch
 import tempo
 from tempo.synthetic import ALL_FAMILIES, TEMPORAL_FAMILIES, generate_video
 from tempo.train import compose
+from tempo.train.blend_stages import LONG_SEEDS, READ_WIDTHS, SHORT_SEEN, by_kind, long_videos
 from tempo.train.compose import Composer, copy_accuracy, train_composed
 from tempo.train.compose_long import Blend, GlobalComposer, OwnVideo, VideoTags, build_long_pool
 from tempo.train.recipe import TRAINING_SEEDS, Recipe
-from tempo.train.v4 import LONG_SEEDS, READ_WIDTHS, SHORT_SEEN, by_kind, long_videos
 
 log = logging.getLogger("stage8_cost")
 
@@ -71,8 +71,9 @@ def blends(recipe: Recipe, pools: dict) -> dict:
     weights = recipe.blend_family_weights
     old = [OwnVideo(own, weights), GlobalComposer(pools["global"]), Composer(short, weights), OwnVideo(short, weights)]
     new = [OwnVideo(pool, recipe.blend_temporal_weights, TEMPORAL_FAMILIES) for pool in (own_t, short_t)]
-    return {"stage 7": VideoTags(Blend(old, recipe.blend_weights[1]), recipe.blend_video_tags[1]),
-            "stage 8": VideoTags(Blend(old + new, recipe.blend_weights[2]), recipe.blend_video_tags[2]),
+    seventh, eighth = recipe.stage(7), recipe.stage(8)
+    return {"stage 7": VideoTags(Blend(old, seventh.weights), seventh.video_tags),
+            "stage 8": VideoTags(Blend(old + new, eighth.weights), eighth.video_tags),
             "interval and order only": VideoTags(Blend(new, (2, 1)), 0.5)}
 
 

@@ -1,7 +1,7 @@
-"""The base stage: pre-training the tiny Qwen3-VL (vision tower, language model, LM head) on synthetic windows, our
-stand-in for web-scale pre-training. It learns to say whether a window is relevant to a question (Yes/No, the
-relevance prior the compressor reads), to list the shapes it shows, and, through linear heads on the vision tower's
-output, to name the shape under every token."""
+"""The base stage: pre-training the tiny Qwen3-VL (vision tower, language model, LM head) on short runs of
+sampled frames of synthetic videos, our stand-in for web-scale pre-training. It learns to say whether a run is
+relevant to a question (Yes/No, the relevance prior the compressor reads), to list the shapes it shows, and,
+through linear heads on the vision tower's output, to name the shape under every token."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ SHAPE_CLASSES = (len(KINDS) + 1, len(COLOURS) + 1, len(KINDS) + 1)
 
 
 @dataclass(frozen=True)
-class Window:
-    """One base-stage example: a window's patch rows and grid, the prompt and answer ids, and per merged vision
+class BaseExample:
+    """One base-stage example: a run of frames' patch rows and grid, the prompt and answer ids, and per merged vision
     token what it shows ([tokens, 3], see `data.token_labels`)."""
 
     rows: torch.Tensor
@@ -55,9 +55,9 @@ def shape_loss(heads: nn.ModuleList, features: torch.Tensor, labels: torch.Tenso
 
 
 class BaseExamples:
-    """Windows of synthetic videos (2-frame clips or 8-frame segments) with one of three requests: is it relevant
-    to a question (Yes/No; about half the time it is), list the big shapes (the events), or list the kinds of the
-    small moving shapes. Windows showing an event are favoured, since events are rare."""
+    """Runs of sampled frames of synthetic videos (2-frame clips or 8-frame segments) with one of three requests: is
+    it relevant to a question (Yes/No; about half the time it is), list the big shapes (the events), or list the
+    kinds of the small moving shapes. Runs showing an event are favoured, since events are rare."""
 
     def __init__(self, model: TempoModel, videos: list[SyntheticVideo], frames: int, rng: np.random.Generator):
         self.model, self.rng, self.frames = model, rng, frames
@@ -67,7 +67,8 @@ class BaseExamples:
         tok = model.compressor_tokenizer
         self.yes, self.no, self.end = tok.token_id("Yes"), tok.token_id("No"), tok.token_id("<|im_end|>")
 
-    def _window(self, video: SyntheticVideo, plan: SamplingPlan) -> SamplingPlan:
+    def _frame_run(self, video: SyntheticVideo, plan: SamplingPlan) -> SamplingPlan:
+        """The plan cut to `frames` sampled frames in a row, half of the time around an event."""
         last = len(plan.frame_times) - self.frames
         start = int(self.rng.integers(0, last + 1))
         if self.rng.random() < 0.5:
@@ -76,28 +77,29 @@ class BaseExamples:
             start = min(max(0, middle - self.frames // 2), last)
         return replace(plan, segments=[range(start, start + self.frames)])
 
-    def sample(self) -> Window:
-        """One window with a request and its answer."""
+    def sample(self) -> BaseExample:
+        """One run of frames with a request and its answer."""
         rng, model, tok = self.rng, self.model, self.model.compressor_tokenizer
         v = int(rng.integers(len(self.videos)))
         video = self.videos[v]
-        window = self._window(video, self.plans[v])
-        times = window.segment_frame_times(0)
-        rows, grid = data.segment_pixels(video, window, 0, model.geometry)
+        run = self._frame_run(video, self.plans[v])
+        times = run.segment_frame_times(0)
+        rows, grid = data.segment_pixels(video, run, 0, model.geometry)
         labels = torch.from_numpy(data.token_labels(video, times, model.geometry).reshape(-1, len(SHAPE_CLASSES)))
         draw = rng.random()
         if draw < 0.4:
             request, answer = (data.LIST_BIG, data.big_shapes(video, times)) if draw < 0.25 else \
                 (data.LIST_SMALL, data.small_shapes(video, times))
-            prompt = segment_prompt_ids(tok, request, window, 0, grid, model.geometry, system=DECODER_SYSTEM_PROMPT)
-            return Window(rows, grid, prompt, tok.text(answer) + [self.end], labels)
+            prompt = segment_prompt_ids(tok, request, run, 0, grid, model.geometry, system=DECODER_SYSTEM_PROMPT)
+            return BaseExample(rows, grid, prompt, tok.text(answer) + [self.end], labels)
         question = self._question(video, self.questions[v], times)
-        prompt = segment_prompt_ids(tok, question.text, window, 0, grid, model.geometry)
-        return Window(rows, grid, prompt, [self.yes if data.relevant(question, times) else self.no, self.end], labels)
+        prompt = segment_prompt_ids(tok, question.text, run, 0, grid, model.geometry)
+        verdict = self.yes if data.relevant(question, times) else self.no
+        return BaseExample(rows, grid, prompt, [verdict, self.end], labels)
 
     def _question(self, video: SyntheticVideo, questions: list, times: list[float]) -> Question:
-        """Half of the time a question about a big shape in the window, sometimes the global one, otherwise one
-        about a shape that is not there. When the window does show a big shape, that makes a hard negative: the
+        """Half of the time a question about a big shape in the run, sometimes the global one, otherwise one
+        about a shape that is not there. When the run does show a big shape, that makes a hard negative: the
         answer hinges on which shape it is, not on whether there is one."""
         rng = self.rng
         seen = [(event.kind, event.colour) for event in data.visible_events(video, times)]
@@ -145,7 +147,7 @@ def shape_patch_filters(compressor: LocalCompressor) -> None:
 def pretrain_base(model: TempoModel, head: nn.Linear, heads: nn.ModuleList, videos: list[SyntheticVideo],
                   frames: int, steps: int, batch_size: int, lr: float, rng: np.random.Generator, name: str,
                   every: int) -> dict:
-    """The base Qwen3-VL (vision tower, language model, LM head) and the shape heads on windows of `frames`
+    """The base Qwen3-VL (vision tower, language model, LM head) and the shape heads on runs of `frames` sampled
     frames: the answer's cross-entropy plus the shape heads' loss, equally weighted."""
     compressor = model.compressor
     examples = BaseExamples(model, videos, frames, rng)
@@ -154,13 +156,13 @@ def pretrain_base(model: TempoModel, head: nn.Linear, heads: nn.ModuleList, vide
     progress = Progress(name, steps, every)
     for step in range(steps):
         batch = [examples.sample() for _ in range(batch_size)]
-        pixels = normalize(torch.cat([window.rows for window in batch]), model.geometry)
-        vision = compressor.encode_vision(pixels, [window.grid for window in batch])
-        hidden, lengths = compressor.hidden_states([window.prompt + window.answer for window in batch], vision)
-        answers = sum(answer_positions_loss(head(hidden[b, length - len(window.answer) - 1:length]), window.answer)
-                      for b, (window, length) in enumerate(zip(batch, lengths))) / len(batch)
+        pixels = normalize(torch.cat([example.rows for example in batch]), model.geometry)
+        vision = compressor.encode_vision(pixels, [example.grid for example in batch])
+        hidden, lengths = compressor.hidden_states([example.prompt + example.answer for example in batch], vision)
+        answers = sum(answer_positions_loss(head(hidden[b, length - len(example.answer) - 1:length]), example.answer)
+                      for b, (example, length) in enumerate(zip(batch, lengths))) / len(batch)
         features = torch.cat([features.embeds for features in vision])  # [tokens, d_s]
-        labels = torch.cat([window.labels for window in batch]).to(features.device)  # [tokens, 3]
+        labels = torch.cat([example.labels for example in batch]).to(features.device)  # [tokens, 3]
         loss = answers + shape_loss(heads, features.float(), labels)
         loss.backward()
         schedule.step()
@@ -168,21 +170,22 @@ def pretrain_base(model: TempoModel, head: nn.Linear, heads: nn.ModuleList, vide
     return progress.summary()
 
 
-def shape_accuracy(model: TempoModel, heads: nn.ModuleList, videos: list[SyntheticVideo], windows: int,
+def shape_accuracy(model: TempoModel, heads: nn.ModuleList, videos: list[SyntheticVideo], runs: int,
                    rng: np.random.Generator) -> dict:
-    """Per-token accuracy of each shape head on windows of held-out videos, over the tokens showing such a shape."""
+    """Per-token accuracy of each shape head on 8-frame runs of held-out videos, over the tokens showing such a
+    shape."""
     examples = BaseExamples(model, videos, data.SEGMENT_FRAMES, rng)
     hits: list[list[bool]] = [[] for _ in SHAPE_CLASSES]
-    for _ in range(windows):
-        window = examples.sample()
+    for _ in range(runs):
+        example = examples.sample()
         with torch.inference_mode():
-            features = model.compressor.encode_vision(normalize(window.rows, model.geometry), [window.grid])[0]
+            features = model.compressor.encode_vision(normalize(example.rows, model.geometry), [example.grid])[0]
             for j, head in enumerate(heads):
-                shown = window.labels[:, j] > 0
+                shown = example.labels[:, j] > 0
                 predicted = head(features.embeds.float()).argmax(-1).cpu()
-                hits[j] += (predicted[shown] == window.labels[shown, j]).tolist()
+                hits[j] += (predicted[shown] == example.labels[shown, j]).tolist()
     names = ("event_kind", "event_colour", "moving_kind")
-    return {name: float(np.mean(h)) if h else None for name, h in zip(names, hits)} | {"windows": windows}
+    return {name: float(np.mean(h)) if h else None for name, h in zip(names, hits)} | {"runs": runs}
 
 
 def relevance_accuracy(model: TempoModel, encoded: list[data.EncodedVideo]) -> dict:

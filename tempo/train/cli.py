@@ -1,5 +1,6 @@
-"""`tempo train`: train Tempo-Tiny, v3-v5 one resumable stage at a time (`--stage N`, as shipped) or
-v2's recipe in one run (seeded; about 90 minutes on a 2-core CPU)."""
+"""`tempo train`: train Tempo-Tiny one resumable stage of the recipe at a time (`--stage N`, as shipped) or the
+first recipe in one run (seeded; about 90 minutes on a 2-core CPU). docs/tempo-tiny.md says which stage belongs to
+which version."""
 
 import argparse
 import logging
@@ -20,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply videos and steps (e.g. 0.05 for a trial)")
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda, ...")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: all cores)")
-    parser.add_argument("--stage", type=int, help="run one stage (v3: 1-5, v4: 6, v5: 7-11), resuming from --state")
+    parser.add_argument("--stage", type=int, help="run one of the recipe's stages, resuming from --state")
     parser.add_argument("--state", default="experiments/tiny-v3/stage.safetensors",
                         help="with --stage: the state file read and replaced (default experiments/tiny-v3/...)")
     parser.add_argument("--from", dest="source", metavar="STATE",
@@ -30,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_training(args: argparse.Namespace) -> int:
-    """`tempo train`: one stage, or v2's recipe in one run; progress lines in the log."""
+    """`tempo train`: one stage, or the first recipe in one run; progress lines in the log."""
     if args.scale <= 0:
         raise InputError("--scale must be positive")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")

@@ -3,7 +3,7 @@
 A long video's decoder input is up to 128 segments, one of which holds the answer. Trained on real videos alone,
 the tiny decoder learns per video where the evidence is instead of how to find it. So memories are computed once
 (the compressor frozen) for every segment of many short videos under their questions, and inputs of W segments
-are composed from them: the question's own segments (a window around the evidence, or all of them) between
+are composed from them: the question's own segments (a run of them around the evidence, or all of them) between
 irrelevant segments of other videos, with fresh evenly spaced time tags each time, so a "when" answer can only
 be copied, never remembered. W grows 1 -> 4 -> 16 -> 64 -> 128; allocation is mostly ATA on the compressor's own
 relevance, as at inference, so the evidence keeps more memory tokens than its neighbours. Stage 4 runs the
@@ -13,7 +13,7 @@ then mixes in real pairs on long videos: global questions, and inputs that are n
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -105,7 +105,7 @@ class Composer:
         while True:
             family = self.draw_family(rng)
             item = self.pool[self.by_family[family][int(rng.integers(len(self.by_family[family])))]]
-            if family != "counting" or width >= len(item.labels):  # a window could cut an occurrence off
+            if family != "counting" or width >= len(item.labels):  # a run of its segments could cut an occurrence off
                 return self.compose(item, width, rng)
 
     def compose(self, item: PoolItem, width: int, rng: np.random.Generator) -> Composed:
@@ -185,7 +185,7 @@ class Mixture:
         return self.composer.sample(width, rng)
 
 
-def width_schedule(widths: tuple[int, ...], steps: tuple[int, ...], rng: np.random.Generator):
+def width_schedule(widths: tuple[int, ...], steps: tuple[int, ...], rng: np.random.Generator) -> Iterator[int]:
     """Per step, the width to train on: mostly the phase's own, sometimes an earlier one (so no skill fades)."""
     for phase, (width, count) in enumerate(zip(widths, steps)):
         for _ in range(count):
@@ -205,6 +205,13 @@ def train_composed(model: TempoModel, composer: Sampler, widths: tuple[int, ...]
     progress = Progress("compose", total, every)
     curve = []
     ends = dict(zip(np.cumsum(steps).tolist(), widths))  # last step of a phase -> its width
+    reader = read
+    if reader is None and held_out is not None:
+        sampler = held_out
+
+        def reader(reading_model: TempoModel) -> dict:
+            return copy_accuracy(reading_model, sampler, eval_inputs)
+
     for step, width in enumerate(width_schedule(widths, steps, rng)):
         loss_sum = 0.0
         for _ in range(batch):
@@ -216,9 +223,8 @@ def train_composed(model: TempoModel, composer: Sampler, widths: tuple[int, ...]
             loss_sum += loss.item()
         schedule.step()
         progress.update(step, loss_sum)
-        if (held_out is not None or read is not None) and step + 1 in ends:
-            reading = read(model) if read is not None else copy_accuracy(model, held_out, eval_inputs)
-            curve.append({"after_width": ends[step + 1], "step": step + 1, **reading})
+        if reader is not None and step + 1 in ends:
+            curve.append({"after_width": ends[step + 1], "step": step + 1, **reader(model)})
     return progress.summary() | {"growth_curve": curve}
 
 
@@ -271,7 +277,7 @@ def interval_within_iou(model: TempoModel, example: Composed, tokens: list[int])
                       greedy_answer(model, example, tokens), example.segment_seconds)
 
 
-def copy_accuracy(model: TempoModel, composer, per_width: int = 40, seed: int = 0,
+def copy_accuracy(model: TempoModel, composer: Sampler, per_width: int = 40, seed: int = 0,
                   widths: tuple[int, ...] = EVAL_WIDTHS) -> dict:
     """Held-out teacher-forced exact match per width and family, allocated by ATA at a quarter of all tokens;
     `when_within` and `interval_within` grade the greedy "when" and interval answers as the grader does.

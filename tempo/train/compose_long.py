@@ -1,4 +1,4 @@
-"""Composed inputs over long videos (v4 and v5; why, in experiments/tiny-v4 and tiny-v5).
+"""Composed inputs over long videos, for the blend stages (why: experiments/tiny-v4 and tiny-v5).
 
 - Own-video inputs: the question's evidence among quiet segments of its own video, where the look-alikes are
   (the same scene, the same moving shapes).
@@ -19,7 +19,7 @@ import numpy as np
 from ..model import TempoModel
 from ..synthetic import KINDS, TEMPORAL_FAMILIES, SyntheticVideo
 from . import data
-from .compose import FAMILIES, Composed, Composer, PoolItem, build_pool, tag_answer, tagged
+from .compose import FAMILIES, Composed, Composer, PoolItem, Sampler, build_pool, tag_answer, tagged
 
 NEIGHBOURS = 2  # segments either side of the evidence an own-video input always keeps: its look-alikes
 GLOBAL_MARGIN = 1.5  # a global input's answer shows this many times as often as the next kind, or it is redrawn
@@ -163,7 +163,7 @@ class VideoTags:
     """`share` of `sampler`'s inputs tagged as a whole video's would be (`video_tags`), the rest as drawn (composed
     inputs start their tags up to 63 steps in, while a short video's start at half a step)."""
 
-    def __init__(self, sampler, share: float):
+    def __init__(self, sampler: Sampler, share: float):
         self.sampler, self.share = sampler, share
 
     def sample(self, width: int, rng: np.random.Generator) -> Composed:

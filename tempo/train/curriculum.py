@@ -108,7 +108,7 @@ def pretrain(out_dir: str, recipe: Recipe, device: torch.device, every: int, rep
     report["stages"]["base"] = pretrain_base(model, head, heads, base_videos, data.SEGMENT_FRAMES, recipe.base_steps,
                                              recipe.base_batch, recipe.base_lr / 2, rng, "base", every)
     report["shape_heads_after_base"] = shape_accuracy(model, heads, held_out, 100, rng)
-    log.info("shape heads on held-out windows: %s", report["shape_heads_after_base"])
+    log.info("shape heads on held-out runs of frames: %s", report["shape_heads_after_base"])
     set_relevance_direction(model, head, checkpoint_dir, base_dir)
     with torch.no_grad():  # the release's "smart init": memory tokens drawn like an average embedding
         table = compressor.vlm.language_model.embed_tokens.weight

@@ -41,9 +41,10 @@ def segment_pixels(video: SyntheticVideo, plan: SamplingPlan, index: int,
 
 def token_labels(video: SyntheticVideo, frame_times: list[float], geometry: PatchGeometry,
                  coverage: float = 0.2) -> np.ndarray:
-    """What each merged vision token of a window shows, for the base stage's auxiliary heads: [pairs, rows, cols, 3]
-    holding the kind (1-6) and colour (1-8) of the event covering it and the kind of the moving shape covering it,
-    0 where nothing covers `coverage` of the token's pixels. A token spans two frames; either frame counts."""
+    """What each merged vision token of a run of frames shows, for the base stage's auxiliary heads: [pairs,
+    rows, cols, 3] holding the kind (1-6) and colour (1-8) of the event covering it and the kind of the moving shape
+    covering it, 0 where nothing covers `coverage` of the token's pixels. A token spans two frames; either frame
+    counts."""
     cell = geometry.factor  # pixels per side of a merged token
     rows, cols = video.height // cell, video.width // cell
     times = list(frame_times) + list(frame_times[-1:]) * (len(frame_times) % 2)

@@ -4,6 +4,7 @@ video length, with the compressor passes each costs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -33,7 +34,8 @@ def zoom_record(whole: dict, question: Question, graded: dict, window: tuple[flo
     return whole | graded | {"zoomed": window is not None, "window_has_evidence": inside, "duration": duration}
 
 
-def zoom_report(zoomed: list[dict], whole: list[dict], mode: str, margin) -> dict:
+def zoom_report(zoomed: list[dict], whole: list[dict], mode: str,
+                margin: Callable[[list[dict], list[dict]], dict[str, float]]) -> dict:
     """Zoom against ATA over the whole video on the same questions: accuracy per family by video length, "when"
     within tolerance, the answers outside the video, and the compressor passes (one per question, plus one per
     zoomed question)."""

@@ -74,7 +74,7 @@ def video_file(seed: int, min_duration: float, max_duration: float, directory: s
     return path, video
 
 
-def questions_of(video, video_seed: int, families: tuple[str, ...]) -> list[Question]:
+def questions_of(video: SyntheticVideo, video_seed: int, families: tuple[str, ...]) -> list[Question]:
     """The evaluation's questions about one video: `all_questions` on the video's own seed, of these families."""
     return [q for q in all_questions(video, np.random.default_rng(video_seed)) if q.family in families]
 
@@ -234,7 +234,7 @@ def summary(records: list[dict]) -> dict:
 
 def outside_video(records: list[dict]) -> dict:
     """How many answers of the timed families name a time outside the video, of how many, overall and per family
-    (v4 wrote 'At 114.0 seconds.' for 14 s)."""
+    ('At 114.0 seconds.' in a 2-minute video)."""
     timed = [r for r in records if r.get("outside") is not None]
     return {"answers": sum(r["outside"] for r in timed), "of": len(timed),
             "per_family": {family: {"answers": sum(r["outside"] for r in timed if r["family"] == family),
@@ -298,9 +298,9 @@ def localisation(model: TempoModel, n: int, seed: int, min_duration: float, max_
 
 def write_jobs(path: str, n: int, seed: int, budgets: list[int], min_duration: float, max_duration: float,
                directory: str, families: tuple[str, ...] = FAMILIES) -> int:
-    """The evaluation's questions as `tempo batch` jobs, once per budget, with their family, expected
-    answer and evidence; returns how many jobs were written. By default v4's four families: the batch and lmms
-    integrations are tested on exactly those."""
+    """The evaluation's questions as `tempo batch` jobs, once per budget, with their family, expected answer and
+    evidence; returns how many jobs were written. By default the four families before interval and order: the batch
+    and lmms integrations are tested on exactly those."""
     check_seeds(seed, n)
     lines = []
     for video_seed in range(seed, seed + n):

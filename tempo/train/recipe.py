@@ -1,24 +1,156 @@
-"""The Tempo-Tiny recipe as one table: the data sizes, steps and learning rates of every stage (`curriculum` runs
-it), and the seeds training videos come from."""
+"""The Tempo-Tiny recipe: the settings every stage shares, and the numbered stages as a list of records, one per
+stage, each with its own settings (`staged.run_stage` runs one). Why each stage is what it is, with its
+measurements: docs/tempo-tiny.md and experiments/."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 
 TRAINING_SEEDS = 1_000_000  # training videos use seeds from here on; evaluation uses seeds below it
-TUNING_SEEDS = 200_000  # unseen videos the stages report on while the recipe is tuned; the shipped stage is chosen
-# on 300_000 on, and kept aside for each version's acceptance check are 500_000 on (v3) and 600_000 on (v4)
+TUNING_SEEDS = 200_000  # unseen videos the stages report on while the recipe is tuned (docs/tempo-tiny.md lists
+# the other evaluation ranges: the shipped stage is chosen on one, each version's acceptance check on another)
+
+
+def scaled_count(count: int, factor: float) -> int:
+    """A count of videos or steps times `factor`, never below 2 (a trial run still takes every path)."""
+    return max(2, round(count * factor))
+
+
+@dataclass(frozen=True)
+class LocaliseStage:
+    """Tokenizer, base pre-training, then the compressor's relevance trained to rank the evidence first."""
+
+    number: int
+    version: str
+    steps: int  # ranking updates ...
+    lists: int  # ... of this many lists each
+    lr: float
+
+    def scaled(self, factor: float) -> LocaliseStage:
+        return replace(self, steps=scaled_count(self.steps, factor))
+
+
+@dataclass(frozen=True)
+class PaperStage:
+    """The paper's stages 0-2 at toy scale (the recipe's align, joint and longer settings), the ranking loss beside
+    every step that trains the compressor."""
+
+    number: int
+    version: str
+
+    def scaled(self, factor: float) -> PaperStage:
+        return self
+
+
+@dataclass(frozen=True)
+class ComposedStage:
+    """The decoder alone on composed inputs of short videos' segments, one phase per width; then, with
+    `real_steps`, on real pairs of long and medium videos `real_share` of the time."""
+
+    number: int
+    version: str
+    report_key: str  # the key its phases' growth curve goes under in the stage's report
+    widths: tuple[int, ...]  # segments per composed input, phase by phase
+    steps: tuple[int, ...]
+    family_weights: tuple[float, ...] | None  # needle, grounding, counting; None draws them evenly
+    pool_videos: int  # short videos its pool is made of ...
+    skip: int  # ... after the first this many (the ones earlier stages pooled)
+    lr: float
+    real_steps: int = 0
+    real_share: float = 0.0
+    real_lr: float = 0.0
+
+    def scaled(self, factor: float) -> ComposedStage:
+        return replace(self, steps=tuple(scaled_count(s, factor) for s in self.steps),
+                       pool_videos=scaled_count(self.pool_videos, factor),
+                       skip=scaled_count(self.skip, factor) if self.skip else 0,
+                       real_steps=scaled_count(self.real_steps, factor) if self.real_steps else 0)
+
+
+@dataclass(frozen=True)
+class DecoderSize:
+    """A decoder grown wider (`grow.widened`): hidden width, attention heads and key-value heads (head width stays
+    32), MLP width, and layers (`grow.grown`). Each only grows."""
+
+    layers: int
+    width: int
+    heads: int
+    kv_heads: int
+    mlp_width: int
+
+
+@dataclass(frozen=True)
+class BlendStage:
+    """The decoder alone on a blend of samplers over fresh 1-60 minute and short videos (`blend_stages`), one phase
+    per width. `weights` give own-video, global and other-video inputs, then (when there is one more) short
+    own-video inputs, then (with `temporal`) interval and order own-video inputs of long and of short videos."""
+
+    number: int
+    version: str
+    weights: tuple[float, ...]
+    video_tags: float  # share of the inputs tagged as a whole video's would be
+    temporal: bool  # interval and order questions pooled too
+    widths: tuple[int, ...]
+    steps: tuple[int, ...]
+    lr: float
+    layers: int  # the decoder grown to this many layers first (`grow`)
+    pool_share: float  # of the recipe's blend_videos and blend_short_videos
+    slot: int  # which stage-wide block of fresh videos it pools (`blend_stages.seed_offsets`)
+    decoder: DecoderSize | None = None  # the decoder grown to this size first (width, heads, MLP and layers)
+
+    def scaled(self, factor: float) -> BlendStage:
+        return replace(self, steps=tuple(scaled_count(s, factor) for s in self.steps))
+
+
+Stage = LocaliseStage | PaperStage | ComposedStage | BlendStage
+
+# Needle, grounding and counting weights of the blend stages' own-video and other-video inputs, and the interval
+# and order weights of their temporal ones: two numbers to copy against one name to read.
+BLEND_FAMILIES = (1.0, 2.0, 1.0)
+TEMPORAL_WEIGHTS = (2.0, 1.0)
+
+# The decoder v6 grows v5's into, as the sizing sweep picks it (experiments/tiny-v6/README.md): the candidate there
+# that this names until the sweep's report replaces it.
+V6_DECODER = DecoderSize(layers=3, width=160, heads=6, kv_heads=3, mlp_width=512)
+
+STAGES: tuple[Stage, ...] = (
+    LocaliseStage(1, "v3", steps=2400, lists=4, lr=5e-4),
+    PaperStage(2, "v3"),
+    ComposedStage(3, "v3", "compose", widths=(1, 4, 16, 64, 128), steps=(500, 1000, 1500, 2000, 2500),
+                  family_weights=None, pool_videos=1500, skip=0, lr=1e-3),
+    ComposedStage(4, "v3", "tags", widths=(1, 2, 4, 8, 16, 32, 64, 128),
+                  steps=(1000, 1000, 1500, 1500, 1500, 1000, 800, 600), family_weights=(1.0, 2.0, 1.0),
+                  pool_videos=400, skip=0, lr=1e-3, real_steps=1000, real_share=0.5, real_lr=3e-4),
+    ComposedStage(5, "v3", "wide", widths=(16, 32, 64, 128), steps=(1000, 2000, 2000, 1000),
+                  family_weights=(1.0, 4.0, 1.0), pool_videos=300, skip=1500, lr=1e-3, real_steps=1000,
+                  real_share=0.5, real_lr=3e-4),
+    BlendStage(6, "v4", weights=(0.45, 0.25, 0.3), video_tags=0.0, temporal=False, widths=(32, 64, 128),
+               steps=(1200, 2400, 3000), lr=1e-3, layers=3, pool_share=1.0, slot=0),
+    BlendStage(7, "v5", weights=(0.35, 0.2, 0.2, 0.25), video_tags=0.5, temporal=False, widths=(64, 128),
+               steps=(2000, 3000), lr=1e-3, layers=3, pool_share=1.0, slot=1),
+    BlendStage(8, "v5", weights=(0.25, 0.15, 0.15, 0.15, 0.2, 0.1), video_tags=0.5, temporal=True,
+               widths=(64, 128), steps=(1500, 2200), lr=1e-3, layers=3, pool_share=1.0, slot=2),
+    BlendStage(9, "v5", weights=(0.2, 0.1, 0.1, 0.1, 0.3, 0.2), video_tags=0.5, temporal=True, widths=(64, 128),
+               steps=(2500, 1800), lr=1e-3, layers=3, pool_share=1.0, slot=3),
+    BlendStage(10, "v5", weights=(0.15, 0.05, 0.1, 0.1, 0.2, 0.4), video_tags=0.5, temporal=True,
+               widths=(16, 32, 64, 128), steps=(3500, 2000, 1000, 600), lr=1e-3, layers=3, pool_share=1.0, slot=4),
+    BlendStage(11, "v5", weights=(0.25, 0.1, 0.1, 0.1, 0.25, 0.2), video_tags=0.5, temporal=True,
+               widths=(64, 128), steps=(1500, 700), lr=5e-4, layers=3, pool_share=0.5, slot=5),
+    BlendStage(12, "v6", weights=(0.25, 0.1, 0.1, 0.1, 0.25, 0.2), video_tags=0.5, temporal=True,
+               widths=(16, 32, 64, 128), steps=(1500, 1500, 1500, 1000), lr=1e-3, layers=3, pool_share=0.75,
+               slot=6, decoder=V6_DECODER),
+)
 
 
 @dataclass(frozen=True)
 class Recipe:
-    """Data sizes, steps and learning rates of every stage."""
+    """The settings every stage shares, and the stages."""
 
     seed: int = 0
-    short_videos: int = 200  # 30 s - 2.5 min: base pre-training, stages 0 and 1
-    base_videos: int = 2800  # more 30 s - 2.5 min videos, for base pre-training only (see `train`)
-    medium_videos: int = 60  # 2 - 10 min at <= medium_frames: stage 2
-    long_videos: int = 30  # 10 - 60 min at <= max_frames: stage 3
+    short_videos: int = 200  # 30 s - 2.5 min: base pre-training and the paper's stages 0 and 1
+    base_videos: int = 2800  # more 30 s - 2.5 min videos, for base pre-training only (see `curriculum.train`)
+    medium_videos: int = 60  # 2 - 10 min at <= medium_frames: the paper's stage 2
+    long_videos: int = 30  # 10 - 60 min at <= max_frames: the paper's stage 3
     max_frames: int = 1024  # frames sampled from a long video, as at inference (tests sample fewer)
     medium_frames: int = 256
     held_out_videos: int = 12  # 30 s - 2.5 min, never trained on: relevance accuracy
@@ -26,73 +158,49 @@ class Recipe:
     clip_batch: int = 16
     base_steps: int = 400  # then on whole 8-frame segments
     base_batch: int = 8
-    caption_steps: int = 1200  # stage 0 on single segments ...
+    caption_steps: int = 1200  # the paper's stage 0 on single segments ...
     caption_batch: int = 16
     align_steps: int = 300  # ... then on questions about whole short videos
     joint_steps: int = 500
     longer_steps: int = 150
     long_steps: int = 1600
-    batch: int = 4  # (video, question) examples per step in stages 0-3
+    batch: int = 4  # (video, question) examples per step in the paper's stages 0-3
     base_lr: float = 2e-3
     align_lr: float = 1e-3
     lr: float = 3e-4
     compressor_lr: float = 5e-5
-    tuning_videos: int = 24  # v3 stages: 1 - 60 min videos, never trained on, to report localisation on
+    tuning_videos: int = 24  # 1 - 60 min videos, never trained on, that localisation is reported on
     tuning_max_duration: float = 3600.0
-    localise_steps: int = 2400  # v3 stage 1: ranking lists over segments
-    localise_lists: int = 4
-    localise_lr: float = 5e-4
-    pool_videos: int = 1500  # v3 stage 3: short videos whose memories composed inputs are made of
-    pool_held_out: int = 40  # ... and unseen ones for the growth curve
-    copy_widths: tuple[int, ...] = (1, 4, 16, 64, 128)  # segments per composed input, phase by phase
-    copy_steps: tuple[int, ...] = (500, 1000, 1500, 2000, 2500)
-    copy_lr: float = 1e-3
+    pool_held_out: int = 40  # unseen short videos the composed-input growth curve is read on
     copy_eval_inputs: int = 40  # held-out composed inputs per width and curve point
     copy_ata_share: float = 0.7  # composed inputs allocated by ATA on the compressor's relevance, else at random
-    tag_widths: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)  # v3 stage 4: first composed inputs again, W
-    tag_steps: tuple[int, ...] = (1000, 1000, 1500, 1500, 1500, 1000, 800, 600)  # doubling, "when" twice as often
-    tag_family_weights: tuple[float, ...] = (1.0, 2.0, 1.0)  # needle, grounding, counting
-    real_steps: int = 1000  # ... then the decoder on real pairs of long and medium videos ...
-    real_share: float = 0.5  # ... this share of the time, else on composed inputs of W = 128
-    real_pool_videos: int = 400  # short videos the composed inputs of stage 4 are made of
-    wide_widths: tuple[int, ...] = (16, 32, 64, 128)  # v3 stage 5: long phases at the widths stage 4 left short,
-    wide_steps: tuple[int, ...] = (1000, 2000, 2000, 1000)  # "when" questions two in three, on fresh videos,
-    wide_family_weights: tuple[float, ...] = (1.0, 4.0, 1.0)  # then real pairs again (`real_steps`)
-    wide_pool_videos: int = 300
-    blend_videos: int = 120  # v4 (stages 6-8, `v4`): 1 - 60 min videos per stage, own-video and global inputs
-    blend_short_videos: int = 300  # short videos per v4 stage: v3's composed inputs among other videos
-    blend_held_out: int = 12  # unseen 1 - 60 min videos the v4 growth curve is read on
+    blend_videos: int = 120  # 1 - 60 min videos a blend stage pools (times its pool_share) ...
+    blend_short_videos: int = 300  # ... and short videos
+    blend_held_out: int = 12  # unseen 1 - 60 min videos the blend stages' growth curve is read on
     blend_max_duration: float = 3600.0  # seconds: the evaluation's longest videos (tests shorten it)
     blend_eval_inputs: int = 24  # held-out inputs per sampler, width and curve point
-    blend_weights: tuple[tuple[float, ...], ...] = (  # own-video, global, other-video inputs; from stage 7 (v5)
-        (0.45, 0.25, 0.3), (0.35, 0.2, 0.2, 0.25),  # also own-video inputs of short videos; stage 8 (v5) adds
-        (0.25, 0.15, 0.15, 0.15, 0.2, 0.1),  # interval and order as own-video inputs of long and short videos;
-        (0.2, 0.1, 0.1, 0.1, 0.3, 0.2),  # stage 9 (v5) gives them half the inputs; stage 10 (v5) 60%, most of
-        (0.15, 0.05, 0.1, 0.1, 0.2, 0.4),  # them short videos', at small widths; stage 11 (v5) gives long inputs
-        (0.25, 0.1, 0.1, 0.1, 0.25, 0.2))  # back the share stage 9 had
-    blend_video_tags: tuple[float, ...] = (0.0, 0.5, 0.5, 0.5, 0.5, 0.5)  # inputs tagged as a whole video's would be
-    blend_family_weights: tuple[float, ...] = (1.0, 2.0, 1.0)  # needle, grounding, counting
-    blend_temporal: tuple[bool, ...] = (False, False, True, True, True, True)  # interval and order pooled (v5, from 8)
-    blend_temporal_weights: tuple[float, ...] = (2.0, 1.0)  # interval, order: two numbers to copy against one name
-    blend_widths: tuple[tuple[int, ...], ...] = ((32, 64, 128), (64, 128), (64, 128), (64, 128),  # stages 6-9
-                                                 (16, 32, 64, 128), (64, 128))  # stage 10 from small widths up; 11
-    blend_steps: tuple[tuple[int, ...], ...] = ((1200, 2400, 3000), (2000, 3000), (1500, 2200), (2500, 1800),
-                                                (3500, 2000, 1000, 600), (1500, 700))
-    blend_lrs: tuple[float, ...] = (1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 5e-4)
-    blend_layers: tuple[int, ...] = (3, 3, 3, 3, 3, 3)  # the decoder's layers (`grow`); v4 planned 6 for stage 8, v5
-    # spends it on interval and order instead (3 layers were ahead at equal CPU time: experiments/tiny-v4)
-    blend_pool_shares: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0, 1.0, 0.5)  # of blend_videos and blend_short_videos:
-    # stage 11 (v5) pools half as many, to fit the CPU-hours v5 has left
+    blend_family_weights: tuple[float, ...] = BLEND_FAMILIES
+    blend_temporal_weights: tuple[float, ...] = TEMPORAL_WEIGHTS
+    stages: tuple[Stage, ...] = field(default=STAGES)
+
+    def stage(self, number: int) -> Stage:
+        """The stage numbered `number`."""
+        for stage in self.stages:
+            if stage.number == number:
+                return stage
+        raise ValueError(f"there is no stage {number}; the stages are {[s.number for s in self.stages]}")
 
     def scaled(self, factor: float) -> Recipe:
         """The same recipe with `factor` times the videos and steps (for quick trial runs)."""
         counts = ("short_videos", "base_videos", "medium_videos", "long_videos", "held_out_videos", "clip_steps",
                   "base_steps", "caption_steps", "align_steps", "joint_steps", "longer_steps", "long_steps",
-                  "tuning_videos", "localise_steps", "pool_videos", "pool_held_out", "copy_eval_inputs", "real_steps",
-                  "real_pool_videos", "wide_pool_videos", "blend_videos", "blend_short_videos", "blend_held_out",
-                  "blend_eval_inputs")
-        scaled = {name: max(2, round(getattr(self, name) * factor)) for name in counts}
-        return replace(self, **scaled, copy_steps=tuple(max(2, round(s * factor)) for s in self.copy_steps),
-                       tag_steps=tuple(max(2, round(s * factor)) for s in self.tag_steps),
-                       wide_steps=tuple(max(2, round(s * factor)) for s in self.wide_steps),
-                       blend_steps=tuple(tuple(max(2, round(s * factor)) for s in steps) for steps in self.blend_steps))
+                  "tuning_videos", "pool_held_out", "copy_eval_inputs", "blend_videos", "blend_short_videos",
+                  "blend_held_out", "blend_eval_inputs")
+        scaled: dict[str, object] = {name: scaled_count(getattr(self, name), factor) for name in counts}
+        scaled["stages"] = tuple(stage.scaled(factor) for stage in self.stages)
+        return replace(self, **scaled)  # type: ignore[arg-type]  # every name above is an int field
+
+
+def shared_settings(recipe: Recipe) -> dict[str, object]:
+    """The recipe's settings apart from its stages."""
+    return {f.name: getattr(recipe, f.name) for f in fields(recipe) if f.name != "stages"}

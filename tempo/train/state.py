@@ -17,8 +17,8 @@ from ..model import TempoModel, build_model, save_pretrained
 from ..synthetic import generate_video
 from .compose import FAMILIES, Composer, PoolItem, build_pool
 from .curriculum import set_relevance_direction
-from .grow import decoder_layers, grown
-from .recipe import TRAINING_SEEDS, Recipe
+from .grow import decoder_size, grown, widened
+from .recipe import TRAINING_SEEDS, DecoderSize, Recipe
 from .tiny import write_skeleton
 
 STATE_FILE = "stage.safetensors"
@@ -34,16 +34,18 @@ def save_state(model: TempoModel, head: nn.Linear, tokenizer: Tokenizer, stage: 
     os.replace(path + ".partial", path)
 
 
-def load_state(path: str, out_dir: str, device: torch.device,
-               layers: int | None = None) -> tuple[TempoModel, nn.Linear, Tokenizer, int]:
+def load_state(path: str, out_dir: str, device: torch.device, layers: int | None = None,
+               decoder: DecoderSize | None = None) -> tuple[TempoModel, nn.Linear, Tokenizer, int]:
     """The model, base head and tokenizer a stage left in `path`, with a loadable checkpoint in `out_dir`; with
-    `layers`, its decoder grown to that many layers (`grow`: the same answers)."""
+    `layers`, its decoder grown to that many layers, with `decoder`, grown to that size (`grow`: the same
+    answers)."""
     with safe_open(path, "pt") as f:
         metadata = f.metadata()
     tokenizer = Tokenizer.from_str(metadata["tokenizer"])
     tensors = load_file(path)
     tensors = grown(tensors, layers) if layers else tensors
-    checkpoint_dir, base_dir = write_skeleton(out_dir, tokenizer, decoder_layers(tensors))
+    tensors = widened(tensors, decoder) if decoder else tensors
+    checkpoint_dir, base_dir = write_skeleton(out_dir, tokenizer, decoder_size(tensors))
     model = build_model(checkpoint_dir, base_dir, "Tempo-Tiny", device, torch.float32, initialize=True)
     head_weight = tensors.pop(HEAD_KEY)
     model.load_state_dict({name: t.float() for name, t in tensors.items()})
@@ -55,11 +57,11 @@ def load_state(path: str, out_dir: str, device: torch.device,
     return model.to(device), head, tokenizer, int(metadata["stage"])
 
 
-def resume(stage: int, recipe: Recipe, state_path: str, out_dir: str, device: torch.device,
-           layers: int | None = None):
-    """The previous stage's model (with `layers`, its decoder grown to that many), head and tokenizer, this
-    stage's report and its own random stream."""
-    model, head, tokenizer, done = load_state(state_path, out_dir, device, layers)
+def resume(stage: int, recipe: Recipe, state_path: str, out_dir: str, device: torch.device, layers: int | None = None,
+           decoder: DecoderSize | None = None) -> tuple[TempoModel, nn.Linear, Tokenizer, dict, np.random.Generator]:
+    """The previous stage's model (with `layers` or `decoder`, its decoder grown as `load_state` grows it), head
+    and tokenizer, this stage's report and its own random stream."""
+    model, head, tokenizer, done = load_state(state_path, out_dir, device, layers, decoder)
     if done != stage - 1:
         raise ValueError(f"stage {stage} continues stage {stage - 1}, but {state_path} holds stage {done}")
     torch.manual_seed(recipe.seed + stage)
@@ -88,7 +90,7 @@ def short_pools(model: TempoModel, recipe: Recipe, videos: int, rng: np.random.G
 
 
 def composed_pools(model: TempoModel, recipe: Recipe, videos: int, rng: np.random.Generator,
-                   weights: tuple[float, ...] | None = None, skip: int = 0):
+                   weights: tuple[float, ...] | None = None, skip: int = 0) -> tuple[Composer, Composer]:
     """Composers over `videos` short training videos after the first `skip` (families drawn by `weights`) and over
     the held-out ones the growth curve is read on (families drawn uniformly)."""
     pool, held_out = short_pools(model, recipe, videos, rng, skip)

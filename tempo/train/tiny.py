@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from ..model.prompts import VIDEO_PAD, VISION_END, VISION_START
+from .recipe import DecoderSize
 
 BASE_DIRNAME = "base-qwen3-vl"  # the official builder requires "qwen3-vl" in the base's directory name
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", VISION_START, VISION_END, "<|image_pad|>", VIDEO_PAD]
@@ -22,7 +23,7 @@ QWEN_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^
 VOCAB_SIZE = 1024  # model vocabulary (the tokenizer has a few ids less, as in Qwen's padded vocabularies)
 MEMORY_TOKENS = 32
 CONTEXT_LENGTH = 8192
-DECODER_LAYERS = 3  # v1-v3; v4 grows it (`grow`)
+DECODER = DecoderSize(layers=3, width=128, heads=4, kv_heads=2, mlp_width=384)  # as first trained; `grow` grows it
 DEFAULT_BUDGET = 1024  # a quarter of the 4096 memory tokens that 1024 frames (128 segments) produce
 
 CHAT_TEMPLATE = (
@@ -85,16 +86,17 @@ def base_config(tokenizer: Tokenizer) -> dict:
     }
 
 
-def tempo_config(tokenizer: Tokenizer, decoder_layers: int = DECODER_LAYERS) -> dict:
-    """The tiny Tempo: a Qwen3 decoder 128 wide (3 layers up to v3) and 32 memory tokens per segment."""
+def tempo_config(tokenizer: Tokenizer, decoder: DecoderSize = DECODER) -> dict:
+    """The tiny Tempo: a Qwen3 decoder of `decoder`'s size (32-wide heads) and 32 memory tokens per segment."""
     token = tokenizer.token_to_id
     return {
         "architectures": ["TempoQwenForCausalLM"], "model_type": "tempo_qwen",
-        "vocab_size": VOCAB_SIZE, "hidden_size": 128, "intermediate_size": 384, "num_hidden_layers": decoder_layers,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "hidden_act": "silu",
+        "vocab_size": VOCAB_SIZE, "hidden_size": decoder.width, "intermediate_size": decoder.mlp_width,
+        "num_hidden_layers": decoder.layers, "num_attention_heads": decoder.heads,
+        "num_key_value_heads": decoder.kv_heads, "head_dim": 32, "hidden_act": "silu",
         "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "rope_scaling": None, "max_position_embeddings": 16384,
         "attention_bias": False, "attention_dropout": 0.0, "tie_word_embeddings": True, "use_cache": True,
-        "use_sliding_window": False, "sliding_window": None, "layer_types": ["full_attention"] * decoder_layers,
+        "use_sliding_window": False, "sliding_window": None, "layer_types": ["full_attention"] * decoder.layers,
         "bos_token_id": token("<|endoftext|>"), "eos_token_id": token("<|im_end|>"),
         "pad_token_id": token("<|endoftext|>"),
         "mm_vision_tower_aux_list": [BASE_DIRNAME], "mm_projector_type": "linear", "mm_hidden_size": 96,
@@ -128,14 +130,14 @@ def _write_tokenizer(directory: str, tokenizer: Tokenizer) -> None:
     })
 
 
-def write_skeleton(directory: str, tokenizer: Tokenizer, decoder_layers: int = DECODER_LAYERS) -> tuple[str, str]:
-    """Configs and tokenizers of the checkpoint and of its base (a decoder of `decoder_layers`), ready for
+def write_skeleton(directory: str, tokenizer: Tokenizer, decoder: DecoderSize = DECODER) -> tuple[str, str]:
+    """Configs and tokenizers of the checkpoint and of its base (a decoder of `decoder`'s size), ready for
     `loading.build_model`."""
     base_dir = os.path.join(directory, BASE_DIRNAME)
     os.makedirs(base_dir, exist_ok=True)
     _write_tokenizer(directory, tokenizer)
     _write_tokenizer(base_dir, tokenizer)
-    _write_json(os.path.join(directory, "config.json"), tempo_config(tokenizer, decoder_layers))
+    _write_json(os.path.join(directory, "config.json"), tempo_config(tokenizer, decoder))
     _write_json(os.path.join(directory, "generation_config.json"), {
         "bos_token_id": tokenizer.token_to_id("<|endoftext|>"), "eos_token_id": tokenizer.token_to_id("<|im_end|>"),
         "pad_token_id": tokenizer.token_to_id("<|endoftext|>")})

@@ -1,0 +1,130 @@
+"""The blend stages: the decoder learns, with the compressor frozen, on a blend of composed inputs
+(`compose_long`): own-video inputs (the evidence among its own long video's look-alikes), global inputs, the composed
+stages' (the evidence among other videos' segments), short videos as own-video inputs, and interval and
+order questions as own-video inputs of long and short videos, each stage in the shares its record gives
+(`recipe.BlendStage`). Every stage draws fresh videos; its growth curve is read on unseen ones after every phase.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import torch
+
+from ..model import TempoModel
+from ..synthetic import TEMPORAL_FAMILIES, SyntheticVideo, generate_video
+from .compose import FAMILIES, Composer, PoolItem, Sampler, copy_accuracy, train_composed
+from .compose_long import Blend, GlobalComposer, OwnVideo, VideoTags, build_long_pool
+from .recipe import TRAINING_SEEDS, BlendStage, Recipe
+from .state import finish, resume, short_pools
+
+log = logging.getLogger(__name__)
+LONG_SEEDS = 4_000  # offset of the blend stages' 1-60 min training videos in a recipe's seed block ...
+LONG_HELD_OUT_SEEDS = 9_500  # ... and of the unseen ones their growth curve is read on
+SHORT_SEEN = 1_800  # short videos after the first 200 that stages 3-5 pooled; slots 0-5 come after them ...
+LATER_SHORT_SEEN = 5_900  # ... and slots from 6 after the long training videos (+6,000-6,029), up to +8,999
+LATER_SLOTS = 6
+READ_WIDTHS = (16, 64, 128)
+
+
+def seed_offsets(recipe: Recipe, slot: int) -> tuple[int, int]:
+    """Where a blend stage's fresh videos start in the recipe's seed block: its 1-60 minute videos, and the short
+    ones after the first 200 (`state.short_pools`). Each slot is a full stage wide, so a stage that pools fewer
+    videos leaves the next slot's seeds alone."""
+    short = SHORT_SEEN + slot * recipe.blend_short_videos if slot < LATER_SLOTS else \
+        LATER_SHORT_SEEN + (slot - LATER_SLOTS) * recipe.blend_short_videos
+    return LONG_SEEDS + slot * recipe.blend_videos, short
+
+
+def pool_sizes(recipe: Recipe, stage: BlendStage) -> tuple[int, int]:
+    """How many fresh 1-60 minute and short videos a blend stage pools."""
+    return (max(1, round(stage.pool_share * recipe.blend_videos)),
+            max(1, round(stage.pool_share * recipe.blend_short_videos)))
+
+
+def long_videos(recipe: Recipe, offset: int, count: int) -> list[SyntheticVideo]:
+    """`count` 1-60 minute videos (the evaluation's range) from `offset` in the recipe's seed block."""
+    first = TRAINING_SEEDS + recipe.seed * 10_000 + offset
+    return [generate_video(first + i, min_duration=60, max_duration=recipe.blend_max_duration) for i in range(count)]
+
+
+def blend_pools(model: TempoModel, recipe: Recipe, stage: BlendStage,
+                rng: np.random.Generator) -> tuple[Blend, dict[str, Sampler]]:
+    """A blend stage's training blend from videos no earlier stage pooled, and the held-out samplers its growth
+    curve is read on (the same unseen videos in every stage). Interval and order questions are drawn from each
+    video's own stream, so the other samplers are as without them."""
+    temporal = stage.temporal
+    n_long, n_short = pool_sizes(recipe, stage)
+    long_offset, short_skip = seed_offsets(recipe, stage.slot)
+    items, global_items = build_long_pool(model, long_videos(recipe, long_offset, n_long), rng, temporal=temporal)
+    short_items, short_held_items = short_pools(model, recipe, n_short, rng, short_skip,
+                                                FAMILIES + (TEMPORAL_FAMILIES if temporal else ()))
+    held_items, held_global = build_long_pool(model, long_videos(recipe, LONG_HELD_OUT_SEEDS, recipe.blend_held_out),
+                                              rng, temporal=temporal)
+    (own, own_temporal), (short, short_temporal) = by_kind(items), by_kind(short_items)
+    (held_own, held_temporal), (short_held, short_held_temporal) = by_kind(held_items), by_kind(short_held_items)
+    samplers: list[Sampler] = [OwnVideo(own, recipe.blend_family_weights), GlobalComposer(global_items),
+                               Composer(short, recipe.blend_family_weights)]
+    weights = stage.weights
+    if len(weights) - len(samplers) - 2 * temporal == 1:  # the short videos whole at W >= their length
+        samplers.append(OwnVideo(short, recipe.blend_family_weights))
+    if temporal:
+        samplers += [OwnVideo(pool, recipe.blend_temporal_weights, TEMPORAL_FAMILIES)
+                     for pool in (own_temporal, short_temporal)]
+    if len(weights) != len(samplers):
+        raise ValueError(f"stage {stage.number} has {len(samplers)} samplers but {len(weights)} blend weights")
+    held_out: dict[str, Sampler] = {"own video": OwnVideo(held_own), "global": GlobalComposer(held_global),
+                                    "other videos": Composer(short_held)}
+    if stage.video_tags > 0:
+        held_out["short own video, video tags"] = VideoTags(OwnVideo(short_held), 1.0)
+    if temporal:
+        held_out["interval and order, own video"] = OwnVideo(held_temporal, families=TEMPORAL_FAMILIES)
+        held_out["interval and order, short own video, video tags"] = VideoTags(
+            OwnVideo(short_held_temporal, families=TEMPORAL_FAMILIES), 1.0)
+    return Blend(samplers, weights), held_out
+
+
+def by_kind(items: list[PoolItem]) -> tuple[list[PoolItem], list[PoolItem]]:
+    """A pool's needle, grounding and counting items, and its interval and order items."""
+    return [i for i in items if i.family in FAMILIES], [i for i in items if i.family in TEMPORAL_FAMILIES]
+
+
+def blend_reading(model: TempoModel, held_out: dict[str, Sampler], per_width: int) -> dict:
+    """Per held-out sampler and width, teacher-forced exact match per family and greedy "when" within tolerance."""
+    return {name: copy_accuracy(model, sampler, per_width, widths=READ_WIDTHS) for name, sampler in held_out.items()}
+
+
+def train_blend_stage(stage: BlendStage, recipe: Recipe, state_path: str, out_dir: str, device: torch.device,
+                      every: int) -> dict:
+    """The decoder (grown to the size the stage gives) on the stage's blend, in its phases."""
+    model, head, tokenizer, report, rng = resume(stage.number, recipe, state_path, out_dir, device, stage.layers,
+                                                 stage.decoder)
+    model.requires_grad_(False)
+    report["decoder_layers"] = len(model.decoder.lm.model.layers)
+    report["decoder_width"] = model.decoder.lm.config.hidden_size
+    started = time.perf_counter()
+    blend, held_out = blend_pools(model, recipe, stage, rng)
+    report["stages"]["pools"] = {"seconds": round(time.perf_counter() - started, 1),
+                                 "own_video_questions": len(blend.samplers[0].pool),
+                                 "global_videos": len(blend.samplers[1].pool),
+                                 "short_questions": len(blend.samplers[2].pool),
+                                 "interval_and_order_questions": sum(len(sampler.pool) for sampler in blend.samplers
+                                                                     if isinstance(sampler, OwnVideo) and
+                                                                     sampler.families == TEMPORAL_FAMILIES)}
+    log.info("pools: %s", report["stages"]["pools"])
+    training: Sampler = VideoTags(blend, stage.video_tags) if stage.video_tags > 0 else blend
+
+    def read(reading_model: TempoModel) -> dict:
+        return blend_reading(reading_model, held_out, recipe.blend_eval_inputs)
+
+    report["reading_before"] = read(model)
+    log.info("held-out reading before: %s", report["reading_before"])
+    model.train()
+    model.decoder.requires_grad_(True)
+    report["stages"]["blend"] = train_composed(model, training, stage.widths, stage.steps, 4, stage.lr,
+                                               recipe.copy_ata_share, rng, every, read=read)
+    log.info("growth curve: %s", report["stages"]["blend"]["growth_curve"])
+    finish(model, head, tokenizer, stage.number, state_path, out_dir)
+    return report

@@ -1,0 +1,95 @@
+"""Tempo-Tiny v6: v5's decoder grown wider (and deeper) answers exactly as before, stays within the size limit, and
+stage 12 goes on from v5's state file with it."""
+
+import dataclasses
+import json
+import os
+
+import pytest
+import torch
+
+import tempo
+from tempo.train.grow import decoder_size, widened
+from tempo.train.recipe import BlendStage, DecoderSize, Recipe
+from tempo.train.staged import run_stage
+from tempo.train.state import load_state
+from tests.conftest import ROOT
+
+V5_STATE = ROOT / "experiments" / "tiny-v5" / "stage.safetensors"
+SIZES = (DecoderSize(layers=3, width=160, heads=6, kv_heads=3, mlp_width=512),
+         DecoderSize(layers=4, width=144, heads=4, kv_heads=2, mlp_width=448))
+MAX_BYTES = 8_000_000  # issue 59: the whole Tempo checkpoint, float32 as stored
+
+
+def answer_logits(model, memories: torch.Tensor) -> torch.Tensor:
+    """The decoder's logits for a question over these memories [W, k_max, d_s], ATA-like token counts."""
+    tokens = [32 if i == 5 else 4 for i in range(len(memories))]
+    tags = [2.0 + 4.0 * i for i in range(len(memories))]
+    answer = model.tokenizer.text("From 18.0 to 26.0 seconds.")
+    with torch.inference_mode():
+        embeds, _ = model.decoder_inputs(memories, tokens, "head", "From when to when is the red star visible?",
+                                         tags, answer_ids=answer)
+        return model.decoder.lm(inputs_embeds=embeds[None]).logits[0]
+
+
+@pytest.fixture(scope="module")
+def v5(tmp_path_factory):
+    return load_state(str(V5_STATE), str(tmp_path_factory.mktemp("v5")), torch.device("cpu"))[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", SIZES, ids=["wider", "wider and deeper"])
+def test_a_widened_decoder_answers_as_v5_s_and_fits_the_size_limit(v5, size, tmp_path):
+    grown, _, _, stage = load_state(str(V5_STATE), str(tmp_path), torch.device("cpu"), decoder=size)
+    assert stage == 11 and decoder_size(grown.state_dict()) == size
+    config = json.load(open(tmp_path / "config.json"))
+    assert (config["hidden_size"], config["num_attention_heads"], config["num_key_value_heads"],
+            config["intermediate_size"], config["num_hidden_layers"]) == (size.width, size.heads, size.kv_heads,
+                                                                          size.mlp_width, size.layers)
+    memories = torch.randn(12, 32, 96, generator=torch.Generator().manual_seed(0))
+    before, after = answer_logits(v5, memories), answer_logits(grown, memories)
+    # the same answers: the norms' epsilon is not scaled with their weights, so logits move by ~3e-4 of ~5
+    assert torch.equal(before.argmax(-1), after.argmax(-1))
+    assert torch.allclose(before, after, atol=1e-3), (before - after).abs().max()
+    tensors = grown.state_dict()
+    new_rows = tensors["decoder.lm.model.layers.0.self_attn.o_proj.weight"][128:]
+    assert not new_rows.any()  # nothing is written to the new residual dimensions ...
+    assert tensors["decoder.lm.model.layers.0.mlp.gate_proj.weight"][384:].abs().sum() > 0  # ... new units read
+    assert os.path.getsize(tmp_path / "model.safetensors") <= MAX_BYTES
+    reloaded = tempo.from_pretrained(str(tmp_path), device="cpu")  # the released format loads it as it is
+    assert torch.allclose(answer_logits(reloaded, memories), after, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_decoder_only_grows_and_keeps_each_query_head_s_key_value_head(v5):
+    tensors = v5.state_dict()
+    old = decoder_size(tensors)
+    with pytest.raises(ValueError, match="does not shrink"):
+        widened(tensors, dataclasses.replace(old, width=96))
+    with pytest.raises(ValueError, match="regroup"):
+        widened(tensors, dataclasses.replace(old, width=160, heads=6, kv_heads=2))
+
+
+def test_stage_12_grows_v5_s_decoder_to_the_recipe_s_size_within_the_limit():
+    stage = Recipe().stage(12)
+    assert isinstance(stage, BlendStage) and stage.version == "v6" and stage.decoder is not None
+    slots = [s.slot for s in Recipe().stages if isinstance(s, BlendStage)]
+    assert slots.count(stage.slot) == 1  # fresh videos no other stage pools
+
+
+@pytest.mark.slow
+def test_stage_12_goes_on_from_v5_s_state_file_with_a_wider_decoder(tmp_path):
+    recipe = dataclasses.replace(Recipe(seed=5).scaled(0.001), blend_max_duration=60.0)
+    state = str(tmp_path / "v6" / "stage.safetensors")
+    report = run_stage(12, recipe, state, str(tmp_path / "twelve"), torch.device("cpu"), 50, source=str(V5_STATE))
+    size = recipe.stage(12).decoder
+    assert report["decoder_width"] == size.width and report["decoder_layers"] == size.layers
+    curve = report["stages"]["blend"]["growth_curve"]
+    assert [point["after_width"] for point in curve] == list(recipe.stage(12).widths)
+    assert all(0 <= value <= 1 for point in curve for name in point if isinstance(point[name], dict)
+               for cell in point[name].values() for value in cell.values())
+    training_log = json.load(open(tmp_path / "twelve" / "training_log.json"))
+    assert training_log["recipe"].startswith("Tempo-Tiny v6")
+    assert list(training_log["stages"]) == [str(n) for n in range(1, 13)]  # v5's logs came with its state
+    model = tempo.from_pretrained(str(tmp_path / "twelve"), device="cpu")
+    assert model.decoder.lm.config.hidden_size == size.width and model.spec.repetition_guard
