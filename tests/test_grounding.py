@@ -8,7 +8,10 @@ import pytest
 from tempo.errors import InputError
 from tempo.eval import grounding, metrics
 from tempo.eval.formats import Annotation, Prediction, read_annotations, read_predictions
+from tempo.eval.observe import clip_saliency as clip_relevance
 from tempo.eval.synthetic import annotation, clip_saliency
+from tempo.events import Segment
+from tempo.moments import Moment
 from tempo.synthetic import Question
 
 # Three queries in QVHighlights' jsonl. q1 has two truth windows, q2 one, q3 one with annotated clips.
@@ -130,3 +133,14 @@ def test_the_synthetic_export_holds_the_exact_truth():
     record = annotation(question, 7, "synthetic-7", 20.0)
     assert (record.qid, record.windows, record.clip_ids, record.saliency) == \
         ("7-interval", ((5.0, 8.0),), (2, 3), ((4, 4, 4), (4, 4, 4)))
+
+
+def test_the_highlight_is_the_best_moment_s_middle():
+    """Moments 10-20 s (0.9) and 30-34 s (0.8) in a 40 s video of 4 s segments: the clip at 14-16 s (its middle,
+    15 s, is the best moment's) ranks first, then the others inside it, then the second moment's, then the rest by
+    their segment's relevance (segment 0's 0.95 ranks below every clip in a moment)."""
+    segments = [Segment(i, 4.0 * i, 4.0 * i + 4, 0.95 if i == 0 else 0.1) for i in range(10)]
+    saliency = clip_relevance([Moment(10, 20, 0.9), Moment(30, 34, 0.8)], segments, (), 40.0)
+    order = sorted(range(20), key=lambda c: -saliency[c])
+    assert order[0] == 7 and set(order[:5]) == {5, 6, 7, 8, 9} and set(order[5:7]) == {15, 16}
+    assert order[7] in (0, 1) and saliency[0] == 0.95

@@ -134,7 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json_out:
         report = {"annotations": os.path.abspath(args.annotations), "queries": len(annotations),
                   "model": args.model or "Tempo-Tiny (assets/tempo-tiny)",
-                  "rows": {row: s.to_dict() for row, s in results.items()}}
+                  "rows": {row: s.to_dict() for row, s in results.items()},
+                  "top_iou": {row: dict(zip([a.qid for a in annotations], s.per_query_iou))
+                              for row, s in results.items()}}
         with open(args.json_out, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=2)
     return 0

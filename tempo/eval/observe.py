@@ -9,13 +9,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..config import RunConfig
 from ..engine import VideoCache, compress, reanswer
 from ..events import Compression, Segment
 from ..model import TempoModel
-from ..moments import answer_interval, asks_interval, find_moments
+from ..moments import Moment, answer_interval, asks_interval, find_moments
 from .formats import CLIP_SECONDS, Prediction
 from .metrics import MAX_WINDOWS
 
@@ -83,17 +81,23 @@ def observe(model: TempoModel, path: str, qid: str, query: str, config: RunConfi
     return Observation(qid, whole.video.duration, segments, window, said, time.perf_counter() - started)
 
 
-def clip_saliency(segments: Sequence[Segment], window: Sequence[Segment], duration: float,
-                  clip_seconds: float = CLIP_SECONDS) -> tuple[float, ...]:
-    """A saliency score per clip: relevance read between the segments' middles (linearly), from the window's
-    segments inside the window and the whole video's outside it."""
+def clip_saliency(moments: Sequence[Moment], segments: Sequence[Segment], window: Sequence[Segment],
+                  duration: float, clip_seconds: float = CLIP_SECONDS) -> tuple[float, ...]:
+    """A saliency score per clip: the clips inside moments first, by the moment's score and then nearest its middle
+    (the highlight is a moment's middle), then every other clip by the relevance of the segment holding it (the
+    window's inside the window)."""
     low, high = (window[0].start, window[-1].end) if window else (0.0, 0.0)
-    points = sorted([((s.start + s.end) / 2, s.relevance or 0.0) for s in segments
-                     if not low <= (s.start + s.end) / 2 <= high] +
-                    [((s.start + s.end) / 2, s.relevance or 0.0) for s in window])
-    middles = (np.arange(int(duration / clip_seconds)) + 0.5) * clip_seconds
-    xs, ys = zip(*points)
-    return tuple(float(v) for v in np.interp(middles, xs, ys))
+    scores = []
+    for clip in range(int(duration / clip_seconds)):
+        middle = (clip + 0.5) * clip_seconds
+        inside = [m for m in moments if m.start <= middle <= m.end]
+        if inside:
+            scores.append(max(2.0 + m.score - abs(middle - (m.start + m.end) / 2) / duration / 1e3 for m in inside))
+            continue
+        source = window if window and low <= middle <= high else segments
+        holder = min(source, key=lambda s: max(s.start - middle, 0.0, middle - s.end))
+        scores.append(holder.relevance or 0.0)
+    return tuple(scores)
 
 
 def predictions(observation: Observation) -> dict[str, Prediction]:
@@ -103,7 +107,7 @@ def predictions(observation: Observation) -> dict[str, Prediction]:
     ranked = {"relevance": find_moments(o.segments, count=MAX_WINDOWS),
               "zoom": find_moments(o.segments, o.window, count=MAX_WINDOWS)}
     rows = {row: Prediction(o.qid, tuple((m.start, m.end, m.score) for m in moments),
-                            clip_saliency(o.segments, o.window if row == "zoom" else (), o.duration))
+                            clip_saliency(moments, o.segments, o.window if row == "zoom" else (), o.duration))
             for row, moments in ranked.items()}
     interval = answer_interval(o.answer) if o.answer is not None else None
     rows["answer"] = Prediction(o.qid, () if interval is None else ((*interval, 1.0),))
