@@ -2,7 +2,7 @@
 Tempo-Tiny on the 10-minute example of `examples/`, with zoom as the page sets it. Moments are computed from the
 relevance a run already has, on the CPU; the GPU does nothing for them.
 
-    python benchmarks/moments_cost.py [--repeats 200] [--json benchmarks/results/moments-cost-cpu.json]
+    python -m benchmarks.moments_cost [--repeats 200] [--json benchmarks/results/moments-cost-cpu.json]
 """
 
 from __future__ import annotations
@@ -15,13 +15,12 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from tempo.config import RunConfig
+from tempo.engine import answer
+from tempo.model import from_pretrained
+from tempo.moments import answer_interval, find_moments
 
-from tempo.config import RunConfig  # noqa: E402  (after the path, as the other benchmarks)
-from tempo.engine import answer  # noqa: E402
-from tempo.model import from_pretrained  # noqa: E402
-from tempo.moments import answer_interval, find_moments  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:
