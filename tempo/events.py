@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from .config import RunConfig
-from .moments import Moment, find_moments
+from .moments import Moment, answer_interval, asks_interval, find_moments
 from .video.sampling import SamplingPlan, VideoProbed
 
 
@@ -139,6 +139,11 @@ class Finished:
             return find_moments(self.zoom.segments, self.segments)
         return find_moments(self.segments)
 
+    @property
+    def answer_interval(self) -> tuple[float, float] | None:
+        """The interval the answer names (seconds), beside the moments, when the question asks from when to when."""
+        return answer_interval(self.answer) if asks_interval(self.question) else None
+
     def to_dict(self) -> dict:
         """JSON-ready summary (the CLI's --json, the app's API and each line of a batch's output)."""
         return {
@@ -158,6 +163,7 @@ class Finished:
             "history_dropped": self.history_dropped,
             "zoom": self.zoom.to_dict() if self.zoom else None,
             "moments": [m.to_dict() for m in self.moments],
+            "answer_interval": list(self.answer_interval) if self.answer_interval else None,
         }
 
 

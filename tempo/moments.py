@@ -1,19 +1,31 @@
 """Moments: the compressor's relevance read as ranked intervals of the video, with no second compression.
 
-Each moment is a run of neighbouring segments whose relevance stands out against the video's own level; a moment's
-score is the relevance of its most relevant segment. Where zoom ran, the window's segments (sampled at the full
-rate) refine the moment that holds the window."""
+A segment whose relevance stands out against the video's own level (its log-odds at least LEVEL median absolute
+deviations above the median) starts a moment at its peak; the moment spans where the relevance, read linearly
+between the segments' middles, stays above EDGE of the way from the median to the peak, so its edges fall inside
+segments. Its score is its peak's relevance. Where zoom ran, the window's segments (sampled at the full rate) make
+the moments inside the window, and the whole video's make those outside it. The rule was chosen by measurement on
+the synthetic world's tuning seeds (`experiments/moments/`)."""
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from .allocation import scaled_relevance
+from .synthetic import named_seconds
+from .times import time_mentions
 
 MOMENTS = 5  # how many moments a run lists
-LEVEL = 0.5  # a segment is part of a moment when its scaled relevance (0 to 1 over the video) reaches this
+LEVEL = 2.0  # a segment starts a moment this many median absolute deviations (of log-odds) above the median
+EDGE = 0.7  # a moment spans where relevance stays this far of the way from the video's median to its peak
+TOUCH = 1e-3  # seconds: segments this close are neighbours
+
+# A question that asks for an interval: "from when to when", "between which times", "when does it start and end".
+INTERVAL = re.compile(r"\bfrom when\b|\bbetween (what|which) times?\b|\b(start|begin)s? and (end|stop)s?\b",
+                      re.IGNORECASE)
 
 
 class Scored(Protocol):
@@ -42,31 +54,99 @@ class Moment:
 
 def find_moments(segments: Sequence[Scored], window: Sequence[Scored] = (), count: int = MOMENTS,
                  level: float = LEVEL) -> tuple[Moment, ...]:
-    """The `count` highest-scoring moments among `segments` (in time order), best first; `window`: zoom's segments,
-    which replace the span of the moment that contains them. None when no segment has a relevance."""
-    runs = stand_out(segments, level)
+    """The `count` highest-scoring moments among `segments` (in time order), best first, none overlapping; `window`:
+    zoom's segments, whose moments replace the whole video's inside the window. None when no segment has a
+    relevance."""
+    found = stand_out(segments, level)
     if window:
-        closer = stand_out(window, level)
-        if closer:
-            best = max(closer, key=lambda m: m.score)
-            runs = [Moment(best.start, best.end, max(best.score, run.score))
-                    if run.start <= best.start and best.end <= run.end else run for run in runs]
-    ranked = sorted(runs, key=lambda m: (-m.score, m.start))
-    return tuple(ranked[:count])
+        low, high = window[0].start, window[-1].end
+        found = [m for m in found if m.end <= low or m.start >= high] + stand_out(window, level)
+    return tuple(sorted(found, key=lambda m: (-m.score, m.start))[:count])
 
 
-def stand_out(segments: Sequence[Scored], level: float) -> list[Moment]:
-    """Runs of neighbouring segments whose scaled relevance reaches `level`, each scored by its peak's raw
-    relevance; none when no segment has a relevance."""
-    raw = [s.relevance for s in segments]
-    scaled = scaled_relevance(raw)
-    runs: list[Moment] = []
-    for segment, value, score in zip(segments, scaled, raw):
-        if value is None or score is None or value < level:
+def stand_out(segments: Sequence[Scored], level: float = LEVEL) -> list[Moment]:
+    """Every moment of one pass's segments (in time order), most relevant first; none when no segment has a
+    relevance."""
+    scored = [s for s in segments if s.relevance is not None]
+    if not scored:
+        return []
+    odds = [_log_odds(s.relevance) for s in scored]
+    median = _median(odds)
+    threshold = median + level * _median([abs(v - median) for v in odds])
+    used = [False] * len(scored)
+    found: list[Moment] = []
+    for peak in sorted(range(len(scored)), key=lambda i: (-odds[i], i)):
+        if used[peak] or odds[peak] <= threshold:  # strictly above: a flat video has no moment
             continue
-        if runs and abs(runs[-1].end - segment.start) < 1e-6:
-            last = runs[-1]
-            runs[-1] = Moment(last.start, segment.end, max(last.score, score))
-        else:
-            runs.append(Moment(segment.start, segment.end, score))
-    return runs
+        low = high = peak  # the run above the threshold that holds the peak: one moment
+        while low > 0 and not used[low - 1] and odds[low - 1] > threshold and _touch(scored, low - 1, low):
+            low -= 1
+        while high + 1 < len(scored) and not used[high + 1] and odds[high + 1] > threshold and \
+                _touch(scored, high, high + 1):
+            high += 1
+        start, end = _edges(scored, odds, used, peak, median + EDGE * (odds[peak] - median))
+        for i in range(len(scored)):
+            if low <= i <= high or start <= (scored[i].start + scored[i].end) / 2 <= end:
+                used[i] = True
+        for other in found:  # an edge between segments may reach into a neighbouring moment: stop at it
+            if start < other.end <= end:
+                start = other.end
+            if start <= other.start < end:
+                end = other.start
+        relevance = scored[peak].relevance
+        assert relevance is not None  # scored segments only
+        found.append(Moment(start, end, relevance))
+    return found
+
+
+def _edges(segments: Sequence[Scored], odds: list[float], used: list[bool], peak: int,
+           edge: float) -> tuple[float, float]:
+    """Where the relevance, linear between the segments' middles, falls below `edge` either side of the peak (a
+    segment's outer end where its neighbour is missing or taken)."""
+    middles = [(s.start + s.end) / 2 for s in segments]
+    low = high = peak
+    while low > 0 and not used[low - 1] and odds[low - 1] >= edge and _touch(segments, low - 1, low):
+        low -= 1
+    while high + 1 < len(segments) and not used[high + 1] and odds[high + 1] >= edge and \
+            _touch(segments, high, high + 1):
+        high += 1
+    start, end = segments[low].start, segments[high].end
+    if low > 0 and not used[low - 1] and _touch(segments, low - 1, low):
+        share = (edge - odds[low - 1]) / (odds[low] - odds[low - 1])
+        start = middles[low - 1] + share * (middles[low] - middles[low - 1])
+    if high + 1 < len(segments) and not used[high + 1] and _touch(segments, high, high + 1):
+        share = (edge - odds[high + 1]) / (odds[high] - odds[high + 1])
+        end = middles[high + 1] - share * (middles[high + 1] - middles[high])
+    return start, end
+
+
+def _touch(segments: Sequence[Scored], left: int, right: int) -> bool:
+    return abs(segments[right].start - segments[left].end) < TOUCH
+
+
+def _log_odds(relevance: float | None) -> float:
+    p = min(max(relevance or 0.0, 1e-6), 1 - 1e-6)  # a sigmoid's output, kept off 0 and 1
+    return math.log(p / (1 - p))
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def asks_interval(question: str) -> bool:
+    """Whether the question asks from when to when something happens."""
+    return bool(INTERVAL.search(question))
+
+
+def answer_interval(answer: str) -> tuple[float, float] | None:
+    """The interval an answer names (seconds, earlier first): its first two times as clocks or with a unit
+    ("1:58 to 2:04", "118 s to 124 s"), else its first two numbers as the interval family's grader reads them
+    ("From 118.0 to 124.0 seconds."); None when it names fewer than two."""
+    times = [seconds for _, _, seconds in time_mentions(answer)]
+    if len(times) < 2:
+        times = named_seconds(answer)
+    if len(times) < 2:
+        return None
+    return min(times[0], times[1]), max(times[0], times[1])
