@@ -7,9 +7,9 @@ import pytest
 
 from tempo.errors import InputError
 from tempo.eval import grounding, metrics
+from tempo.eval.export import annotation, clip_saliency
 from tempo.eval.formats import Annotation, Prediction, read_annotations, read_predictions
 from tempo.eval.observe import clip_saliency as clip_relevance
-from tempo.eval.synthetic import annotation, clip_saliency
 from tempo.events import Segment
 from tempo.moments import Moment
 from tempo.synthetic import Question
@@ -114,6 +114,16 @@ def test_the_command_scores_a_submission(files, tmp_path, capsys):
     row = json.loads(out.read_text())["rows"]["predictions"]
     assert row["R1@0.5"] == pytest.approx(2 / 3, abs=1e-6) and row["HIT@1"] == 1.0
     assert "| predictions | 100.0 | 66.7 | 33.3 |" in capsys.readouterr().out
+
+
+def test_tempo_eval_grounding_is_the_same_command(files, tmp_path, capsys):
+    from tempo.cli import main
+
+    out = tmp_path / "metrics.json"
+    assert main(["eval", "grounding", "--annotations", files[0], "--predictions", files[1], "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["rows"]["predictions"]["R1@0.5"] == pytest.approx(2 / 3, abs=1e-6)
+    assert main(["eval", "grounding", "--annotations", files[0]]) == 2
+    assert "give --videos" in capsys.readouterr().err
 
 
 def test_the_command_names_a_missing_video(files, tmp_path):

@@ -1,6 +1,6 @@
 """Candidate rules for moments, compared on what Tempo-Tiny's compressor saw on the tuning seeds.
 
-    python -m tempo.eval.synthetic --seed 200000 --n 16 --out DIR
+    tempo eval export --seed 200000 --n 16 --out DIR
     python -m tempo.eval.grounding --annotations DIR/annotations.jsonl --videos DIR --no-answer \
         --observations experiments/moments/tuning-observations.jsonl
     PYTHONPATH=. python experiments/moments/compare.py --annotations DIR/annotations.jsonl \

@@ -13,6 +13,8 @@ from .. import batch as batch_module
 from .. import bench, conformance
 from ..command_line import AddArguments, Parser, Run, UsageError
 from ..errors import TempoError
+from ..eval import export as grounding_export
+from ..eval import grounding
 from ..render import figures as figures_module
 from ..synthetic import cli as synthetic_cli
 from ..train import cli as train_cli
@@ -61,6 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     kinds = evaluations.add_subparsers(dest="evaluation", metavar="EVALUATION", required=True)
     tool("synthetic", evaluate.add_arguments, evaluate.run_evaluation, "on unseen synthetic long videos, ATA "
          "against the paper's ablations", first_line(evaluate.__doc__), into=kinds)
+    tool("grounding", grounding.add_arguments, grounding.run, "moments and interval answers scored on "
+         "QVHighlights' or Charades-STA's files", grounding.DESCRIPTION, into=kinds)
+    tool("export", grounding_export.add_arguments, grounding_export.run, "the synthetic world as a grounding "
+         "benchmark, in both formats", grounding_export.DESCRIPTION, into=kinds)
     tool("conformance", conformance.add_arguments, conformance.run_check, "check this implementation against "
          "fixtures recorded from the released code", first_line(conformance.__doc__))
     tool("gpu-check", checkout.add_gpu_check_arguments, checkout.gpu_check, "measure Tempo-6B on a CUDA GPU "

@@ -1,4 +1,4 @@
-"""`python -m tempo.eval.grounding`: Tempo as a moment retriever, scored with the temporal-grounding benchmarks'
+"""`tempo eval grounding`: Tempo as a moment retriever, scored with the temporal-grounding benchmarks'
 metrics on their own files (QVHighlights' jsonl, Charades-STA's lines).
 
 Each query is run once (`observe`): the whole video's relevance, zoom's window's, and the decoder's answer to it
@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Sequence
 
+from ..command_line import run_alone
 from ..config import GenerationConfig, RunConfig
 from ..engine import VideoCache
 from ..errors import InputError
@@ -91,8 +92,10 @@ def table(results: dict[str, Scores]) -> str:
     return "\n".join(lines)
 
 
-def arguments() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m tempo.eval.grounding", description=__doc__.splitlines()[0])
+DESCRIPTION = "Tempo as a moment retriever, scored with the temporal-grounding benchmarks' metrics on their files."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--annotations", required=True,
                         help="QVHighlights jsonl (*.jsonl) or Charades-STA lines (vid start end##sentence)")
     parser.add_argument("--videos", help="the folder of the videos, each named by its vid (vid.mp4, ...)")
@@ -105,19 +108,17 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--json", dest="json_out", help="write the metrics here")
     parser.add_argument("--write-predictions", metavar="DIR",
                         help="write each row's predictions as a QVHighlights submission file in DIR")
-    return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = arguments()
-    args = parser.parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    """Score a submission file, or run the model on each query and score its three rows; prints the table."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     try:
         annotations = read_annotations(args.annotations)[:args.limit]
         if args.predictions:
             results = {"predictions": score(read_predictions(args.predictions), annotations)}
         elif not args.videos:
-            parser.error("give --videos (to run the model) or --predictions (to score a file)")
+            raise InputError("give --videos (to run the model) or --predictions (to score a file)")
         else:
             observations = run_queries(annotations, args.videos, args.model, args.observations, not args.no_answer)
             rows = tuple(r for r in ROWS if r != "answer" or not args.no_answer)
@@ -128,8 +129,8 @@ def main(argv: list[str] | None = None) -> int:
                 for row in rows:
                     write_predictions([p[row] for p in predicted], os.path.join(args.write_predictions,
                                                                                f"{row}.jsonl"))
-    except (InputError, ValueError) as exc:
-        parser.error(str(exc))
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     print(table(results))
     if args.json_out:
         report = {"annotations": os.path.abspath(args.annotations), "queries": len(annotations),
@@ -140,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json_out, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=2)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_alone("python -m tempo.eval.grounding", DESCRIPTION, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,6 @@
-"""`python -m tempo.eval.synthetic`: the synthetic world as a grounding benchmark, in QVHighlights' and
-Charades-STA's formats, with exact truth: the evidence spans of each video's needle, grounding and interval
-questions, and per 2-second clip a saliency of 4 for a clip whose middle shows the event (less for one partly
-inside)."""
+"""`tempo eval export`: the synthetic world as a grounding benchmark, in QVHighlights' and Charades-STA's formats,
+with exact truth: the evidence spans of each video's needle, grounding and interval questions, and per 2-second
+clip a saliency of 4 for a clip whose middle shows the event (less for one partly inside)."""
 
 from __future__ import annotations
 
@@ -11,11 +10,14 @@ import sys
 
 import numpy as np
 
+from ..command_line import run_alone
+from ..errors import InputError
 from ..synthetic import Question
 from ..train.evaluate import check_seeds, questions_of, video_file
 from .formats import CLIP_SECONDS, SALIENCY_MAX, Annotation, write_charades, write_qvhighlights
 
 FAMILIES = ("needle", "grounding", "interval")  # the questions whose evidence is where the answer is
+DESCRIPTION = "The synthetic world as a grounding benchmark, in QVHighlights' and Charades-STA's formats."
 ANNOTATORS = 3  # as QVHighlights: three scores per clip (here all the same, since the truth is exact)
 
 
@@ -59,24 +61,30 @@ def export(seed: int, n: int, directory: str, min_duration: float, max_duration:
     return annotations
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tempo.eval.synthetic", description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, required=True, help="first video seed (below 1,000,000: unseen)")
     parser.add_argument("--n", type=int, default=20, help="number of videos (default 20)")
     parser.add_argument("--out", required=True, help="folder for the videos and the two annotation files")
     parser.add_argument("--min-duration", type=float, default=60.0, help="seconds (default 60)")
     parser.add_argument("--max-duration", type=float, default=3600.0, help="seconds (default 3600)")
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Render and annotate the videos; a bad count or length range is an `InputError`."""
     if args.n < 1:
-        parser.error("--n must be at least 1")
+        raise InputError("--n must be at least 1")
     try:
         annotations = export(args.seed, args.n, args.out, args.min_duration, args.max_duration)
     except ValueError as exc:
-        parser.error(str(exc))
+        raise InputError(str(exc)) from None
     counts = np.unique([a.qid.rsplit("-", 1)[1] for a in annotations], return_counts=True)
     print(f"{len(annotations)} queries on {args.n} videos ({', '.join(f'{c} {f}' for f, c in zip(*counts))}) "
           f"in {args.out}: annotations.jsonl, charades.txt")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_alone("python -m tempo.eval.export", DESCRIPTION, add_arguments, run, argv)
 
 
 if __name__ == "__main__":
