@@ -116,6 +116,7 @@ class Limits:
     live_replay_min: int = 5  # a live stream's frames kept to watch again
     live_watches: int = 2  # streams watched at once
     live_lab_streams: bool = False  # streams from this machine's private network (never on a Space)
+    int8: bool = False  # the model's linear weights held in int8 (tempo.model.int8), chosen when it is loaded
 
     @classmethod
     def from_env(cls) -> Limits:
@@ -374,6 +375,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("live_lab_streams", "limits", bool, "Cameras on this network", "let live mode read streams from this "
             "machine's private network (10.x, 172.16-31.x, 192.168.x): for a lab machine's own cameras; never on a "
             "Space", surfaces=frozenset({SERVER})),
+    Setting("int8", "limits", bool, "Int8 weights", "hold the decoder's and compressor's linear weights in int8 "
+            "(about half the GPU memory of bf16 weights, logits within 5e-2 relative on the conformance set); read "
+            "when the model is loaded", surfaces=frozenset({SERVER})),
 )
 
 
