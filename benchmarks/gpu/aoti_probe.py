@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -192,9 +193,11 @@ def _synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def run_all(directory: Path, sizes: str, layers: int, names: list[str], device: str, timeout: float = 300.0) -> dict:
-    """Build each package the variants need (in this process), then each variant in its own; `passed` lists those
-    that loaded, ran within tolerance and refused the wrong cache; `chosen` the first of `PREFERRED` among them."""
+def run_all(directory: Path, sizes: str, layers: int, names: list[str], device: str, timeout: float = 300.0,
+            at_once: int = 1) -> dict:
+    """Build each package the variants need (in this process), then each variant in its own, `at_once` at a time;
+    `passed` lists those that loaded, ran within tolerance and refused the wrong cache; `chosen` the first of
+    `PREFERRED` among them."""
     directory.mkdir(parents=True, exist_ok=True)
     figures: dict = {"torch": torch.__version__, "device": device, "sizes": sizes, "layers": layers, "builds": {},
                      "variants": {}}
@@ -211,13 +214,17 @@ def run_all(directory: Path, sizes: str, layers: int, names: list[str], device: 
             log.error("building the %s package failed: %s", build, exc)
             figures["builds"][build] = {"error": f"{type(exc).__name__}: {str(exc)[-800:]}"}
     del lm
-    for name in names:
+
+    def variant(name: str) -> dict:
         build = VARIANTS[name].build
         if "error" in figures["builds"].get(build, {}):
-            figures["variants"][name] = {"error": f"its package ({build}) was not built"}
-            continue
-        figures["variants"][name] = one_process(name, directory, sizes, layers, timeout)
-        log.info("loader variant %s: %s", name, figures["variants"][name])
+            return {"error": f"its package ({build}) was not built"}
+        result = one_process(name, directory, sizes, layers, timeout)
+        log.info("loader variant %s: %s", name, {k: v for k, v in result.items() if k != "stderr"})
+        return result
+
+    with ThreadPoolExecutor(at_once) as pool:
+        figures["variants"] = dict(zip(names, pool.map(variant, names)))
     figures["passed"] = [name for name, result in figures["variants"].items()
                          if result.get("within_tolerance") and result.get("wrong_cache_refused") is not False]
     figures["chosen"] = next((name for name in PREFERRED if name in figures["passed"]), None)
