@@ -18,12 +18,13 @@ FACE_MAX_NAMES = 15
 # What the app may use of the library: the engine's face, what it reports (events, errors, settings, times,
 # rendering, analysis), the model it loads, and the synthetic world's grading of the shipped examples.
 DEMO_MAY_ENTER = ("tempo.engine", "tempo.allocation", "tempo.analysis", "tempo.render", "tempo.events", "tempo.errors",
-                  "tempo.config", "tempo.times", "tempo.model", "tempo.synthetic", "tempo.live")
+                  "tempo.moments", "tempo.config", "tempo.times", "tempo.model", "tempo.synthetic", "tempo.live")
 # Lowest first. A module may import from its own layer or any layer below, never above.
 LAYERS = [
     ["tempo.errors", "tempo.timing", "tempo.synthetic"],
     ["tempo.times"],
     ["tempo.allocation"],
+    ["tempo.moments"],
     ["tempo.config"],
     ["tempo.video"],
     ["tempo.events"],
