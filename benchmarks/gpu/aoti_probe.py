@@ -1,8 +1,9 @@
 """Which way of building and loading the decoder's compiled layer step (`tempo.model.compiled_decoding`) loads and
 runs here: each variant in a process of its own, so that a crash (torch 2.11.0+cu130 segfaulted in the first
 `aoti_load_package` on an H200, 2026-11-28) names its cause. A bare Qwen3 decoder with random weights (the same in
-every process: seeded) at Tempo-6B's layer sizes or tiny ones; each variant runs every layer's compiled step for a
-few tokens against the eager `layer_step`, and checks that a cache of the wrong length is refused.
+every process: seeded) at Tempo-6B's layer sizes or tiny ones; each variant runs every layer's compiled step once
+outside any capture, then (on a GPU) captures them in one CUDA graph and replays it, as the compiled phase will,
+against the eager `layer_step`, and checks that a cache of the wrong length is refused.
 
     python -m benchmarks.gpu.aoti_probe all DIR [--sizes 6b|tiny] [--layers N] [--variants a,b] [--json FILE]
     python -m benchmarks.gpu.aoti_probe build DIR BUILD [--sizes ...]     one package (BUILD: weightless, spaces,
@@ -37,12 +38,11 @@ log = logging.getLogger("gpu-check")
 class Variant:
     """One way to build and load the layer step: `build` names `compiled_decoding.BUILDS` (or "spaces_helpers":
     `spaces`' own `aoti_compile_and_save` and `LazyAOTIModel`), `loader` one of `compiled_decoding.LOADERS` (or
-    "spaces"); `graph`: its first run outside a CUDA graph, then the step captured and replayed (CUDA only)."""
+    "spaces")."""
 
     build: str = "weightless"
     loader: str = "per_layer"
     single_threaded: bool = False
-    graph: bool = False
 
 
 VARIANTS = {
@@ -52,12 +52,11 @@ VARIANTS = {
     "spaces_settings": Variant(build="spaces"),
     "once": Variant(loader="once"),
     "spaces": Variant(build="spaces_helpers", loader="spaces"),
-    "graph": Variant(graph=True),
-    "graph_once": Variant(loader="once", graph=True),
 }
-# The compiled phase's choice among those that passed: one loaded copy before one per layer, unchanged settings
-# before changed ones. `spaces` is not among them (its loader patches modules; the check measures ours).
-PREFERRED = ("graph_once", "once", "graph", "plain", "single", "spaces_settings", "in_so")
+# The compiled phase's choice among those that passed (on a GPU, captured in a CUDA graph too): one loaded copy
+# before one per layer, unchanged settings before changed ones. `spaces` is not among them (its loader patches
+# modules; the check measures ours).
+PREFERRED = ("once", "plain", "single", "spaces_settings", "in_so")
 ATTENTION = "split"  # the package that crashed
 TOKENS = 4
 
@@ -125,8 +124,7 @@ def load_and_run(name: str, directory: Path, sizes: str, layers: int, device: st
     from tempo.model.static_decoding import SPLIT, layer_step
 
     variant = VARIANTS[name]
-    if variant.graph and device != "cuda":
-        return {"skipped": "CUDA graphs need a GPU"}
+    capture = device == "cuda" and variant.loader != "spaces"  # spaces' loader re-points in Python at each call
     lm = decoder(sizes, layers, device)
     started = time.perf_counter()
     if variant.loader == "spaces":
@@ -154,7 +152,7 @@ def load_and_run(name: str, directory: Path, sizes: str, layers: int, device: st
     out = through(compiled, 0)  # the first run, outside any capture
     _synchronize(device)
     first_s = time.perf_counter() - started
-    if variant.graph:
+    if capture:
         graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
@@ -185,7 +183,7 @@ def load_and_run(name: str, directory: Path, sizes: str, layers: int, device: st
     return {"loaded": True, "load_s": round(loaded, 3), "first_run_s": round(first_s, 3),
             "relative_difference": difference, "output_norm": out.float().norm().item(),
             "within_tolerance": difference <= tolerance,
-            "wrong_cache_refused": refused, **asdict(variant)}
+            "wrong_cache_refused": refused, "graph": capture, **asdict(variant)}
 
 
 def _synchronize(device: str) -> None:
@@ -205,7 +203,7 @@ def run_all(directory: Path, sizes: str, layers: int, names: list[str], device: 
     builds = []
     for name in names:
         variant = VARIANTS[name]
-        if variant.build not in builds and not (variant.graph and device != "cuda"):
+        if variant.build not in builds:
             builds.append(variant.build)
     for build in builds:
         try:
