@@ -14,7 +14,7 @@ from typing import NoReturn, TextIO
 
 from . import batch as batch_module
 from . import model as tempo_model
-from .config import CLI, Limits, RunConfig, setting_named, settings
+from .config import CLI, Limits, RunConfig, settings
 from .engine import check_question, run
 from .errors import InputError, TempoError
 from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed, VideoProbed, Zoomed
@@ -60,9 +60,6 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
     parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"],
                         help="default: bf16 on CUDA, fp32 on CPU")
-    int8 = setting_named("int8")
-    parser.add_argument("--int8", action="store_true", default=int8.from_env(False),
-                        help=f"{int8.help} (default: ${int8.variable}, else off)")
     parser.add_argument("--verbose", action="store_true", help="log loading details")
 
 
@@ -134,7 +131,7 @@ def infer(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     limits = Limits.from_env()
     check_question(args.query, limits.max_question_chars)  # before the (slow) model load
     model = tempo_model.from_pretrained(args.model, base=args.base, device=args.device, dtype=args.dtype,
-                                         int8=args.int8)
+                                         int8=bool(args.int8) or limits.int8)
     config = run_config(args, limits, model.spec)
     progress, run_progress = None, RunProgress(args.query)
     for event in run(model, args.video, args.query, config):
@@ -185,7 +182,7 @@ def batch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                                       ray_batch.Cluster(args.address, args.actors), args.reports)
     else:
         model = tempo_model.from_pretrained(args.model, base=args.base, device=args.device, dtype=args.dtype,
-                                         int8=args.int8)
+                                         int8=bool(args.int8) or limits.int8)
         summary = batch_module.run_batch(model, jobs, args.output, run_config(args, limits, model.spec), err,
                                          args.reports)
     err.write(f"{summary}; results in {args.output}\n")

@@ -377,7 +377,7 @@ SETTINGS: tuple[Setting, ...] = (
             "Space", surfaces=frozenset({SERVER})),
     Setting("int8", "limits", bool, "Int8 weights", "hold the decoder's and compressor's linear weights in int8 "
             "(about half the GPU memory of bf16 weights, logits within 5e-2 relative on the conformance set); read "
-            "when the model is loaded", surfaces=frozenset({SERVER})),
+            "when the model is loaded", surfaces=frozenset({SERVER, CLI})),
 )
 
 
