@@ -18,7 +18,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 import torch
 from torch import nn
@@ -27,6 +27,7 @@ from transformers import Qwen3ForCausalLM
 from .static_decoding import ATTENTIONS, SPLIT, layer_step
 
 if TYPE_CHECKING:
+    from torch.export.pt2_archive._package import AOTICompiledModel
     from transformers.models.qwen3.modeling_qwen3 import Qwen3DecoderLayer
 
 log = logging.getLogger(__name__)
@@ -140,7 +141,7 @@ class _Repointed:
     """One loaded package run as one layer: its constants are pointed at this layer's weights first, unless they
     already are (the copy is shared by every layer when loaded "once")."""
 
-    def __init__(self, runner, weights: dict[str, torch.Tensor], pointed: list):
+    def __init__(self, runner: AOTICompiledModel, weights: dict[str, torch.Tensor], pointed: list):
         self.runner, self.weights, self.pointed = runner, weights, pointed  # pointed[0]: whose weights it holds
 
     def point(self, check_full_update: bool = False) -> None:
@@ -157,7 +158,7 @@ class _Repointed:
         return self.runner(hidden, cos, sin, slot, visible, keys, values)
 
 
-class CompiledLayers(Sequence):
+class CompiledLayers(Sequence[_Repointed]):
     """A package run as every decoder layer of `lm`, each on that layer's own weights; indexable as
     `StaticDecoding`'s `layers`. `loader`: one of `LOADERS`; `single_threaded`: the loader's run_single_threaded
     (a runner meant for CUDA graphs, pytorch#148601). A package built for other shapes, another dtype, device or
@@ -169,7 +170,7 @@ class CompiledLayers(Sequence):
             raise ValueError(f"loader must be one of {', '.join(LOADERS)}, not {loader!r}")
         self.path, self.loader = os.fspath(path), loader
 
-        def load():
+        def load() -> AOTICompiledModel:
             return torch._inductor.aoti_load_package(self.path, run_single_threaded=single_threaded)
 
         first = load()
@@ -180,7 +181,7 @@ class CompiledLayers(Sequence):
             differ = sorted(key for key in expected if built_for.get(key) != expected[key])
             raise ValueError(f"{self.path} was built for another decoder layer ({', '.join(differ)} differ)")
         shared: list = [None]
-        self.runners = []
+        self.runners: list[_Repointed] = []
         for i, block in enumerate(lm.model.layers):
             runner = first if i == 0 or loader == "once" else load()
             step = _Repointed(runner, layer_weights(block), shared if loader == "once" else [None])
@@ -190,8 +191,12 @@ class CompiledLayers(Sequence):
     def __len__(self) -> int:
         return len(self.runners)
 
-    def __getitem__(self, index):
+    @overload
+    def __getitem__(self, index: int) -> _Repointed: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[_Repointed]: ...
+    def __getitem__(self, index: int | slice) -> _Repointed | list[_Repointed]:
         return self.runners[index]
 
-    def __iter__(self) -> Iterator:
+    def __iter__(self) -> Iterator[_Repointed]:
         return iter(self.runners)
