@@ -51,10 +51,10 @@ def streamed(server: Server, request: Request) -> Iterator[dict]:
 
 
 def finished(server: Server, request: Request, result: Finished) -> dict:
-    """What the whole result adds to its JSON: where the compressor looked, the model's name and (for a shipped
-    example) the truth."""
+    """What the whole result adds to its JSON: where the compressor looked, the model's name, whether its weights
+    are int8, and (for a shipped example) the truth."""
     truth = server.truth(request, result)
-    return ({"looked_at": looked_at(result.segments), "model": server.model.spec.name}
+    return ({"looked_at": looked_at(result.segments), "model": server.model.spec.name, "int8": server.model.int8}
             | ({"truth": truth_dict(truth)} if truth else {}))
 
 

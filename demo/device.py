@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import gradio as gr
@@ -30,6 +30,41 @@ from .refusals import refusal
 DATA_SHEETS = {"NVIDIA H200": (989.0, 4.8), "NVIDIA H100 80GB HBM3": (989.0, 3.35)}
 ZEROGPU_HALF_RTX_PRO_6000 = (504.0 / 2, 1.792 / 2)
 MARGIN = 1.25  # the factors are estimates: a reservation that falls short ends the visitor's request
+# How far a decoding step's fixed cost (kernel launches and their minimum time, not bytes) may move on another
+# architecture: the two Hopper cards agree within 5 %, but nothing measured says how Blackwell's half card does.
+FIXED_UNCERTAINTY = 0.5
+
+
+@dataclass(frozen=True)
+class StepFit:
+    """A generated token's time as a fixed cost per step plus the bytes it reads (the decoder's weights and the
+    hour's KV cache) over the memory bandwidth it reaches, fitted on the GPU check's figures from several cards."""
+
+    fixed_s: tuple[float, ...]  # each card's step time less its bytes' time
+    bytes: float  # read per step
+    efficiency: float  # measured bandwidth over the data sheet's (where a check measured it)
+
+    @classmethod
+    def fitted(cls, runs: Sequence[dict]) -> StepFit:
+        """From GPU check figures (each from a GPU in `DATA_SHEETS`); the bytes and the bandwidth's efficiency from
+        the runs that measured them (the compiled phase's floor, the environment's bandwidth)."""
+        floors = [run["phases"].get("compiled", {}).get("floor") for run in runs]
+        floor = next(f for f in floors if f)
+        read = 1e9 * (floor["decoder_weights_gb"] + floor["kv_cache_gb"])
+        measured = [(run["phases"]["environment"]["memory_gb_s"] / 1e3, DATA_SHEETS[run["device"]][1])
+                    for run in runs if run["phases"]["environment"].get("memory_gb_s")]
+        efficiency = min(got / sheet for got, sheet in measured)
+        fixed = tuple(run["phases"]["hour"]["stages"]["per_token"] - read / (
+            DATA_SHEETS[run["device"]][1] * 1e12 * efficiency) for run in runs)
+        return cls(tuple(round(f, 5) for f in fixed), read, round(efficiency, 3))
+
+    def seconds(self, bandwidth_tb_s: float) -> tuple[float, float, float]:
+        """(low, central, high) seconds per token at `bandwidth_tb_s` (a data sheet's): the fixed cost's mean moved
+        by `FIXED_UNCERTAINTY` either way, the bytes at the fitted efficiency."""
+        streamed = self.bytes / (bandwidth_tb_s * 1e12 * self.efficiency)
+        fixed = sum(self.fixed_s) / len(self.fixed_s)
+        return (streamed + fixed * (1 - FIXED_UNCERTAINTY), streamed + fixed,
+                streamed + max(self.fixed_s) * (1 + FIXED_UNCERTAINTY))
 
 
 @dataclass(frozen=True)
@@ -59,17 +94,18 @@ ZEROGPU = ZeroGpu()
 
 @dataclass(frozen=True)
 class GpuCost:
-    """GPU seconds for Tempo-6B on ZeroGPU's default size, fitted (`fitted`) from the GPU check's figures
-    (benchmarks/results/gpu_check-h200.json): compute-bound parts scaled by bf16 throughput, each generated token
-    by memory bandwidth, with `MARGIN` on top. `reserved` is what a request asks for; `used`, what it is expected
-    to be charged (the fit without the margin, for the tokens the answers really take)."""
+    """GPU seconds for Tempo-6B on ZeroGPU's default size, fitted (`fitted`) from the GPU check's figures on two
+    cards (benchmarks/results/gpu_check-h100.json, gpu_check-h200.json): compute-bound parts scaled by bf16
+    throughput from the slower card, each generated token by `StepFit` (a fixed cost per step plus bytes over
+    bandwidth), with `MARGIN` on top. `reserved` is what a request asks for; `used`, what it is expected to be
+    charged (the fit without the margin, for the tokens the answers really take)."""
 
     # A call's start: its inputs unpickled, the weights onto the GPU and the first request's warm-up, measured as a
     # cold call's excess over a warm one on an H100 (benchmarks/results/gpu_check-h100.json: 5.14 s).
     start: float = 5.2
-    segment: float = 0.081  # the vision tower and the compressor over one 8-frame segment
-    answer: float = 1.257  # the allocation and the decoder's prefill of one answer (~7k memory tokens)
-    token: float = 0.058  # one generated token
+    segment: float = 0.09  # the vision tower and the compressor over one 8-frame segment
+    answer: float = 1.638  # the allocation and the decoder's prefill of one answer (~7k memory tokens)
+    token: float = 0.0223  # one generated token
     size: str = "large"  # the ZeroGPU size asked for: Tempo-6B peaks at 20 GB, inside its 48
 
     @property
@@ -102,16 +138,19 @@ class GpuCost:
         return asked
 
     @classmethod
-    def fitted(cls, figures: dict) -> GpuCost:
-        """The costs a GPU check's figures give (`figures`: its JSON, from a GPU in `DATA_SHEETS`)."""
-        flops, bandwidth = DATA_SHEETS[figures["device"]]
-        compute = flops / ZEROGPU_HALF_RTX_PRO_6000[0] * MARGIN
-        memory = bandwidth / ZEROGPU_HALF_RTX_PRO_6000[1] * MARGIN
-        hour = figures["phases"]["hour"]
-        stages = hour["stages"]
-        return cls(segment=round((stages["vision"] + stages["compress"]) / hour["segments"] * compute, 3),
-                   answer=round((stages["allocate"] + stages["prefill"]) * compute, 3),
-                   token=round(stages["per_token"] * memory, 3))
+    def fitted(cls, runs: Sequence[dict]) -> GpuCost:
+        """The costs GPU checks' figures give (`runs`: their JSONs, each from a GPU in `DATA_SHEETS`)."""
+        half_flops, half_bandwidth = ZEROGPU_HALF_RTX_PRO_6000
+
+        def compute(run: dict, seconds: float) -> float:
+            return seconds * DATA_SHEETS[run["device"]][0] / half_flops * MARGIN
+
+        hours = [(run, run["phases"]["hour"]) for run in runs]
+        segment = max(compute(run, (hour["stages"]["vision"] + hour["stages"]["compress"]) / hour["segments"])
+                      for run, hour in hours)
+        answer = max(compute(run, hour["stages"]["allocate"] + hour["stages"]["prefill"]) for run, hour in hours)
+        _, central, _ = StepFit.fitted(runs).seconds(half_bandwidth)
+        return cls(segment=round(segment, 3), answer=round(answer, 3), token=round(central * MARGIN, 4))
 
 
 COST = GpuCost()

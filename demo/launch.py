@@ -68,7 +68,8 @@ def serve(model: TempoModel, limits: Limits | None = None, **kwargs: Any) -> gr.
     Returns the running page."""
     tune_malloc()  # before Gradio starts its worker threads
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    limits = replace(limits or Limits.from_env(), isolate_decoding=True)  # no visitor's file can take it down
+    # no visitor's file can take it down; the page says how the model's weights are held
+    limits = replace(limits or Limits.from_env(), isolate_decoding=True, int8=model.int8)
     warm_up_decoding()  # the decoding processes' fork server, started before the first request needs it
     demo = build_demo(model, limits)
     kwargs.setdefault("mcp_server", importlib.util.find_spec("mcp") is not None)  # the tools, where gradio[mcp] is
@@ -104,7 +105,7 @@ def load_model() -> TempoModel:
     on_a_space = bool(os.environ.get("SPACE_ID"))  # Hugging Face sets it in every Space
     with_a_gpu = SpacesConfig.zero_gpu or torch.cuda.is_available()
     name = os.environ.get("TEMPO_MODEL") or (SPACE_MODEL if on_a_space and with_a_gpu else None)
-    return from_pretrained(name, base=os.environ.get("TEMPO_BASE") or None)
+    return from_pretrained(name, base=os.environ.get("TEMPO_BASE") or None, int8=Limits.from_env().int8)
 
 
 def main() -> None:

@@ -78,4 +78,6 @@ def server_settings(limits: Limits) -> str:
     caps = [f"{setting.label.lower()} {setting.value_in(RunConfig(limits=limits)):,}"
             + (f" {setting.unit}" if setting.unit else "") for setting in settings(SERVER) if setting.kind is int]
     variables = ", ".join(f"`{setting.variable}`" for setting in settings(SERVER) if setting.kind is int)
-    return f"This server keeps at most: {' · '.join(caps)}; the least recently used leave first (set by {variables})."
+    weights = f" The model's weights are held in int8 (`{setting_named('int8').variable}`)." if limits.int8 else ""
+    return (f"This server keeps at most: {' · '.join(caps)}; the least recently used leave first (set by "
+            f"{variables}).{weights}")

@@ -124,12 +124,12 @@ class Limits:
     live_replay_min: int = 5  # a live stream's frames kept to watch again
     live_watches: int = 2  # streams watched at once
     live_lab_streams: bool = False  # streams from this machine's private network (never on a Space)
+    int8: bool = False  # the model's linear weights held in int8 (tempo.model.int8), chosen when it is loaded
 
     @classmethod
     def from_env(cls) -> Limits:
-        """$TEMPO_MAX_QUESTION_CHARS, $TEMPO_MAX_UPLOAD_MB, $TEMPO_MAX_DURATION_MIN, $TEMPO_MAX_FRAME_MEGAPIXELS,
-        $TEMPO_DECODE_MEMORY_MB and $TEMPO_DECODE_STALL_S override the defaults, and so does $TEMPO_<NAME> for
-        each of the settings table's SERVER settings."""
+        """$TEMPO_MAX_QUESTION_CHARS, _MAX_UPLOAD_MB, _MAX_DURATION_MIN, _MAX_FRAME_MEGAPIXELS, _DECODE_MEMORY_MB,
+        _DECODE_STALL_S and $TEMPO_<NAME> for each of the settings table's SERVER settings override the defaults."""
         default = cls()
 
         def positive(name: str, fallback: float) -> float:
@@ -166,7 +166,7 @@ class RunConfig:
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     limits: Limits = field(default_factory=Limits)
     micro_batch: int | None = None  # None: where the model runs decides (the settings table's `where`)
-    zoom: str = "auto"  # a value of Zoom; auto looks closer for "when" questions (experiments/tiny-v5: +11.7 points)
+    zoom: str = "auto"  # a value of Zoom; auto looks closer for "when" questions (docs/tempo-tiny.md)
     context_length: int | None = None  # None: the checkpoint's tokenizer_model_max_length
 
     def summary(self, budget: int) -> dict[str, object]:
@@ -359,8 +359,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("zoom", "run", str, "Zoom", "compress the whole video, then ask again over the stretch around its "
             "most relevant moment, sampled at the full 2 fps", choices=ZOOMS),
     Setting("micro_batch", "run", int, "Micro-batch", "segments per compressor forward pass", 1, 64,
-            unit="segments", surfaces=frozenset({CLI}), where={"cpu": 4, "cuda": 16}),  # the GPU check's table:
-    # on an H200, 16 and 32 took 0.4 s less than 4 for an hour (1.72 and 1.67 s against 2.10), 16 for 1.4 GB more
+            unit="segments", surfaces=frozenset({CLI}), where={"cpu": 4, "cuda": 16}),  # docs/cuda.md: why 16
     Setting("cache_mb", "limits", int, "Per-video cache", "decoded frames or vision features and compressions "
             "kept for follow-up questions; the least recently used video leaves first", 1, 999_999, unit="MB",
             surfaces=frozenset({SERVER})),
@@ -382,6 +381,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("live_lab_streams", "limits", bool, "Cameras on this network", "let live mode read streams from this "
             "machine's private network (10.x, 172.16-31.x, 192.168.x): for a lab machine's own cameras; never on a "
             "Space", surfaces=frozenset({SERVER})),
+    Setting("int8", "limits", bool, "Int8 weights", "hold the decoder's and compressor's linear weights in int8 "
+            "(about half the GPU memory of bf16 weights, logits within 5e-2 relative on the conformance set); read "
+            "when the model is loaded", surfaces=frozenset({SERVER, CLI})),
 )
 
 

@@ -25,11 +25,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def quick() -> None:
-    """The dry run builds one package and leaves the cold call out, so that a planted fault costs one build."""
+    """The dry run builds one package, probes one way of loading it and leaves the cold call out, so that a planted
+    fault costs two builds."""
+    from dataclasses import replace
+
     from benchmarks.gpu import compiled, measure
 
     compiled.COMPILED = ("split",)
     measure.cold = lambda *args: {}
+    measure.DRY_RUN = replace(measure.DRY_RUN, loader=("tiny", 2, ("once",), 1))
 
 
 def plant(fault: str) -> None:

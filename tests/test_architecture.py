@@ -54,12 +54,12 @@ LAYERS = [
     ["benchmarks.app_first_segment", "benchmarks.cold_start", "benchmarks.gpu_reservations", "benchmarks.live",
      "benchmarks.preprocess", "benchmarks.preview_proxy", "benchmarks.sharpest_frame", "benchmarks.cache_memory",
      "benchmarks.fuzz", "benchmarks.analysis_tools", "benchmarks.repeat_question", "benchmarks.screenshots",
-     "benchmarks.moments_cost"],
+     "benchmarks.moments_cost", "benchmarks.int8_deviation"],
     ["benchmarks.soak"],
     ["examples", "examples.make_examples", "examples.check_examples"],
     ["experiments.follow-ups.measure", "experiments.look-closer.measure", "experiments.tiny-v3.stage3_cost",
      "experiments.tiny-v3.tag_copy", "experiments.tiny-v4.decoder_cost", "experiments.tiny-v5.interval_ceiling",
-     "experiments.tiny-v5.stage8_cost", "experiments.moments.compare"],
+     "experiments.tiny-v5.stage8_cost", "experiments.moments.compare", "experiments.tiny-v6.sizing_sweep"],
 ]
 ROOTS = ("app", "demo", "tempo", "benchmarks", "examples", "experiments")  # the folders (and app.py) scanned
 

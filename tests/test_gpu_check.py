@@ -12,15 +12,16 @@ import sys
 
 import pytest
 
-from demo.device import COST, DATA_SHEETS, GpuCost
+from demo.device import COST, DATA_SHEETS, MARGIN, ZEROGPU_HALF_RTX_PRO_6000, GpuCost, StepFit
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
 
 RESULTS = ROOT / "benchmarks" / "results" / "gpu_check-h200.json"
+FITTED = [ROOT / "benchmarks" / "results" / f"gpu_check-{card}.json" for card in ("h100", "h200")]
 RECORDED = ("device", "hour_seconds", "followup_seconds", "peak_memory_gb", "compressor_speedup", "conformance")
-PHASES = ("environment", "conformance", "load", "videos", "warm_up", "hour", "ten_minutes", "follow_ups", "decoding",
-          "compiled", "mfu", "compressor", "pixels", "cold_call")
+PHASES = ("environment", "loader", "conformance", "load", "videos", "warm_up", "hour", "ten_minutes", "follow_ups",
+          "decoding", "compiled", "mfu", "compressor", "pixels", "cold_call", "int8")
 
 
 def dry_run(out) -> tuple[int, dict, str]:
@@ -54,6 +55,15 @@ def test_the_dry_run_goes_through_every_phase(tmp_path):
     assert cold["same_tokens"] and cold["first_request"]["tokens"] == 8
     assert cold["cold_call_s"] >= cold["first_request"]["total_s"] > 0
     assert all(figures["phases"]["mfu"][f"{stage}_tflop"] > 0 for stage in ("vision", "compressor", "prefill"))
+    # the loader variants, each in a process of its own, and the compiled phase loading its packages as chosen
+    loader = figures["phases"]["loader"]
+    assert loader["passed"] == ["plain", "once"] and loader["chosen"] == figures["loader_chosen"] == "once"
+    assert all(v["wrong_cache_refused"] and v["relative_difference"] <= 1e-4 for v in loader["variants"].values())
+    assert compiled["variant"]["loader"] == "once"
+    # int8 weights: the decoder's logits against the same model before rounding, and the hour answered with them
+    int8 = figures["phases"]["int8"]
+    assert int8["saved_gb"] > 0 and int8["within_tolerance"] and int8["hour"]["tokens"] == 8
+    assert 0 < int8["logits_max_relative"] == figures["int8_logits_max_relative"]
 
 
 def planted(fault: str, out, only: str) -> tuple[int, dict]:
@@ -94,16 +104,44 @@ def test_the_recorded_gpu_figures_have_the_headline_keys():
     assert figures["conformance"].startswith("215/215 float32, 215/215 bf16")
 
 
+def runs() -> list[dict]:
+    return [json.loads(path.read_text()) for path in FITTED]
+
+
 def test_the_space_reserves_what_the_recorded_figures_give():
-    """demo.device.COST is GpuCost.fitted on the committed GPU figures: re-running the check and committing its JSON
-    without refitting fails here."""
-    assert GpuCost.fitted(json.loads(RESULTS.read_text())) == COST
+    """demo.device.COST is GpuCost.fitted on the committed GPU figures of both cards: re-running the check and
+    committing its JSON without refitting fails here."""
+    assert GpuCost.fitted(runs()) == COST
 
 
 def test_the_fit_follows_the_figures():
-    figures = json.loads(RESULTS.read_text())
-    figures["phases"]["hour"]["stages"]["per_token"] *= 2
+    figures = runs()
+    figures[1]["phases"]["hour"]["stages"]["per_token"] *= 2
     assert GpuCost.fitted(figures).token > COST.token
+    figures = runs()
+    figures[0]["phases"]["hour"]["stages"]["prefill"] *= 2  # the slower card's compute sets the reservation
+    assert GpuCost.fitted(figures).answer > COST.answer
+
+
+def test_the_step_fit_explains_both_cards():
+    """Fixed cost plus bytes over bandwidth gives each card's measured step back, the fixed part is most of a
+    Hopper step (the H200's 1.43x bandwidth made it 1.07x faster), and positive."""
+    fit, measured = StepFit.fitted(runs()), [run["phases"]["hour"]["stages"]["per_token"] for run in runs()]
+    for run, fixed, seconds in zip(runs(), fit.fixed_s, measured):
+        streamed = fit.bytes / (DATA_SHEETS[run["device"]][1] * 1e12 * fit.efficiency)
+        assert abs(fixed + streamed - seconds) < 1e-5 and 0.5 * seconds < fixed < seconds
+
+
+def test_a_reservation_covers_the_slowest_token_the_fit_allows():
+    """The guarantee: a reservation never cuts an answer short, so each token reserves at least the high end of
+    the half card's range (the fixed cost at its most uncertain), and a full answer's reservation covers its use at
+    that high end for every length and video."""
+    low, central, high = StepFit.fitted(runs()).seconds(ZEROGPU_HALF_RTX_PRO_6000[1])
+    assert low < central < high <= COST.token
+    for segments in (0, 8, 128):
+        for tokens in (1, 64, 512, 2048):
+            slowest = COST.start + (COST.segment * segments + COST.answer) / MARGIN + high * tokens
+            assert COST.reserved(segments, 1, tokens) >= min(COST.cap, slowest)
 
 
 def test_a_phase_left_out_does_not_run(tmp_path):

@@ -15,13 +15,15 @@ from pathlib import Path
 import torch
 
 from benchmarks.gpu import runs
+from benchmarks.gpu.aoti_probe import Variant
 from benchmarks.gpu.fast_paths import static_steps
 from tempo.conformance import BF16_RTOL
 from tempo.model import TempoModel
 from tempo.model.compiled_decoding import CompiledLayers, build
 
 log = logging.getLogger("gpu-check")
-COMPILED = ("flash", "flex", "split")  # built in this order while the check has time
+# Built in this order while the check has time: the quickest to build first (8-10 s on an H200; flash took 75 s).
+COMPILED = ("split", "flex", "flash")
 UNCOMPILED = ("split", "fused", "flash")  # eager layers in a CUDA graph; 'split' is the shipped default
 # Compiled FlexAttention is the GPU's (a Triton template). Inductor's CPU template does not compile with a free cache
 # length (torch 2.13: "'ks2' was not declared"), and built for one length, a process that had loaded decord (the
@@ -33,9 +35,9 @@ def tolerance(model: TempoModel) -> float:
     return BF16_RTOL if model.dtype != torch.float32 else 1e-5
 
 
-def build_packages(model: TempoModel, directory: Path, deadline: float) -> dict:
-    """Each COMPILED attention's package under `directory` while time.perf_counter() < `deadline`: its path,
-    build seconds and size, or why it is missing."""
+def build_packages(model: TempoModel, directory: Path, deadline: float, settings: str = "weightless") -> dict:
+    """Each COMPILED attention's package under `directory` while time.perf_counter() < `deadline`, built with
+    `settings` (`compiled_decoding.BUILDS`): its path, build seconds and size, or why it is missing."""
     figures = {}
     for attention in COMPILED:
         if time.perf_counter() > deadline:
@@ -46,7 +48,7 @@ def build_packages(model: TempoModel, directory: Path, deadline: float) -> dict:
             continue
         path = directory / f"decoder-layer-{attention}.pt2"
         try:
-            seconds = build(model.decoder.lm, path, attention)
+            seconds = build(model.decoder.lm, path, attention, settings)
         except Exception as exc:  # recorded; the other packages are still built
             log.error("building the %s package failed: %s", attention, exc)
             figures[attention] = {"error": f"{type(exc).__name__}: {str(exc)[-1500:]}"}
@@ -68,13 +70,13 @@ def eager_logits(model: TempoModel, embeds: torch.Tensor, tokens: list[int]) -> 
 
 @torch.inference_mode()
 def one_path(model: TempoModel, embeds: torch.Tensor, tokens: list[int], reference: torch.Tensor, steps_timed: int,
-             attention: str, package: str | None) -> dict:
+             attention: str, package: str | None, variant: Variant = Variant()) -> dict:
     """One path: cold (its layers loaded, the graph captured, the first step), its logits against `reference`,
     then warm milliseconds per step."""
     device, graph = model.device, model.device.type == "cuda"
     runs.synchronize(device)
     started = time.perf_counter()
-    layers = CompiledLayers(package, model.decoder.lm) if package else None
+    layers = CompiledLayers(package, model.decoder.lm, variant.loader, variant.single_threaded) if package else None
     loaded = time.perf_counter() - started
     room, captured = len(tokens) + steps_timed + 8, {}
     try:
@@ -103,16 +105,18 @@ def one_path(model: TempoModel, embeds: torch.Tensor, tokens: list[int], referen
 
 
 def decoding_paths(model: TempoModel, embeds: torch.Tensor, tokens: list[int], steps_timed: int, directory: Path,
-                   deadline: float) -> dict:
+                   deadline: float, variant: Variant = Variant()) -> dict:
     """Every path over the hour's decoder inputs, teacher-forced on `tokens` (the eager answer); packages are built
-    first (`build_packages`). `fastest_compiled` is the quickest compiled path within tolerance."""
+    first (`build_packages`) and loaded as `variant` says. `fastest_compiled` is the quickest compiled path within
+    tolerance."""
     reference = eager_logits(model, embeds, tokens)
-    figures: dict = {"packages": build_packages(model, directory, deadline), "paths": {}}
+    figures: dict = {"packages": build_packages(model, directory, deadline, variant.build), "paths": {}}
     paths = [(f"graphs_{a}", a, None) for a in UNCOMPILED]
     paths += [(f"compiled_{a}", a, built["path"]) for a, built in figures["packages"].items() if "path" in built]
     for name, attention, package in paths:
         try:
-            figures["paths"][name] = one_path(model, embeds, tokens, reference, steps_timed, attention, package)
+            figures["paths"][name] = one_path(model, embeds, tokens, reference, steps_timed, attention, package,
+                                              variant)
         except Exception as exc:  # a path that cannot run is recorded; the verdict fails it
             log.error("decoding path %s failed: %s", name, exc)
             figures["paths"][name] = {"error": f"{type(exc).__name__}: {str(exc)[-1500:]}"}
@@ -127,11 +131,11 @@ def decoding_paths(model: TempoModel, embeds: torch.Tensor, tokens: list[int], s
 
 
 def compiled_requests(model: TempoModel, video: runs.Video, first: runs.Request, package: str,
-                      answer_tokens: int) -> dict:
+                      answer_tokens: int, variant: Variant = Variant()) -> dict:
     """The app's own path with the compiled layers attached to the decoder: the hour from its pixels and asked
     again from its compression, each against the first answer's tokens."""
     decoder, config = model.decoder, runs.answer_config(answer_tokens)
-    decoder.compiled = CompiledLayers(package, decoder.lm)
+    decoder.compiled = CompiledLayers(package, decoder.lm, variant.loader, variant.single_threaded)
     try:
         hour = runs.request(model, video, runs.QUESTION, config)
         again = runs.request(model, video, runs.QUESTION, config, compression=runs.compression_of(first))

@@ -2,7 +2,9 @@
 format, a 1-hour and a 10-minute video end to end with every stage timed, follow-ups, each decoding path (CUDA
 graphs, split-KV attention, the layer step compiled ahead of time) against the others, the stages' share of the
 device's ceilings, the compressor against the released single batch, each speed-up against its baseline in the same
-run, and a cold call: a fresh process given the model in host memory, as a ZeroGPU worker is.
+run, a cold call: a fresh process given the model in host memory, as a ZeroGPU worker is, and the hour with int8
+weights. First of all, the `loader` phase tries each way of building and loading the compiled layer step in a
+process of its own (benchmarks/gpu/aoti_probe.py) and hands the compiled phase the first that ran.
 
     python -m benchmarks.gpu.measure --out DIR        # on a CUDA GPU (benchmarks/gpu/check runs this)
     python -m benchmarks.gpu.measure --dry-run --out DIR   # the same sequence on the CPU with tiny sizes
@@ -30,12 +32,13 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.gpu import ceilings, cold_call, compiled, fast_paths, runs
+from benchmarks.gpu import aoti_probe, ceilings, cold_call, compiled, fast_paths, runs
 from benchmarks.gpu.checkpoint import TEMPLATE, TEMPO_6B, TINY, Shapes, parameter_count, write_checkpoint
 from benchmarks.gpu.report import HEADLINE, headline, verdicts
 from tempo.config import SamplingConfig
-from tempo.conformance import check_set
+from tempo.conformance import BF16_RTOL, check_set
 from tempo.model import TempoModel, from_pretrained
+from tempo.model.int8 import quantize_model
 
 log = logging.getLogger("gpu-check")
 
@@ -54,12 +57,20 @@ class Sizes:
     conformance_cases: tuple[str, ...] | None  # None: every case
     budget_s: float  # phases that would start after this are skipped
     build_until_s: float  # compiled packages that would start building after this are skipped
+    loader: tuple[str, int, tuple[str, ...], int]  # the loader phase's sizes, layers, variants, processes at once
 
 
-GPU = Sizes(TEMPO_6B, "cuda", 1024, (640, 360), 64, 3, (1, 4, 8, 16, 32), None, 330.0, 180.0)
-DRY_RUN = Sizes(TINY, "cpu", 64, (160, 90), 8, 1, (1, 4), ("shapes_red_circle",), 900.0, 900.0)
+# On a GPU the loader phase builds 3 packages at Tempo-6B's layer sizes (about 8 s each on an H200) and runs its 6
+# variants 4 at a time (2-3 minutes, most of it processes starting); the phases after it took 4-5 minutes before.
+# No phase starts after 8 minutes and no package is built after 7, so that a call of 10 minutes ends with its JSON.
+GPU = Sizes(TEMPO_6B, "cuda", 1024, (640, 360), 64, 3, (1, 4, 8, 16, 32), None, 480.0, 420.0,
+            ("6b", 36, tuple(aoti_probe.VARIANTS), 4))
+DRY_RUN = Sizes(TINY, "cpu", 64, (160, 90), 8, 1, (1, 4), ("shapes_red_circle",), 900.0, 900.0,
+                ("tiny", 2, ("plain", "once"), 1))
 VIDEOS = {"hour": 3600.0, "ten_minutes": 600.0}
 NEEDED_BY_EVERY_PHASE = frozenset({"environment", "load", "videos", "warm_up", "hour"})
+NEEDED_BY = {"compiled": frozenset({"loader"})}  # the compiled phase loads its packages as the loader phase chose
+INT8_RTOL = 2 * BF16_RTOL  # bf16's own rounding and int8's, each within BF16_RTOL on the conformance set
 
 
 class Check:
@@ -76,7 +87,8 @@ class Check:
 
     def skips(self, name: str) -> str | None:
         """Why a phase does not run, or None when it runs."""
-        if self.only and name not in self.only | NEEDED_BY_EVERY_PHASE:
+        needed = set(NEEDED_BY_EVERY_PHASE).union(*(NEEDED_BY.get(phase, ()) for phase in self.only))
+        if self.only and name not in self.only | needed:
             return "skipped: not in --only"
         elapsed = time.perf_counter() - self.started
         if elapsed > self.sizes.budget_s:
@@ -194,15 +206,33 @@ def follow_ups(model: TempoModel, video: runs.Video, first: runs.Request, sizes:
             "keeping_vision_saves_s": round(pixels_cached.total_s - vision_cached.total_s, 4)}
 
 
+def loader_phase(sizes: Sizes, device: torch.device, directory: Path) -> dict:
+    """Each way of building and loading the compiled layer step, in a process of its own (a crash names its
+    variant); `chosen` is what the compiled phase uses."""
+    probe_sizes, layers, variants, at_once = sizes.loader
+    return aoti_probe.run_all(directory, probe_sizes, layers, list(variants), device.type, at_once=at_once)
+
+
+def chosen_variant(check: Check) -> aoti_probe.Variant:
+    """The loader phase's choice; the default way where that phase did not run."""
+    probe = check.figures["phases"].get("loader", {})
+    if "passed" not in probe:
+        return aoti_probe.Variant()
+    if probe["chosen"] is None:
+        raise RuntimeError("no way of building and loading the compiled layer step ran in the loader phase")
+    return aoti_probe.VARIANTS[probe["chosen"]]
+
+
 def compiled_phase(model: TempoModel, hour: runs.Video, first: runs.Request, sizes: Sizes, check: Check,
                    directory: Path) -> dict:
     """Every decoding path over the hour's inputs, teacher-forced on the first answer's tokens; the bandwidth floor
     at that cache length; the fastest compiled path within tolerance through the app's own requests."""
+    variant = chosen_variant(check)
     embeds = fast_paths.hour_decoder_inputs(model, runs.compression_of(first), hour)
     tokens = first.finished.token_ids
     directory.mkdir(parents=True, exist_ok=True)
     figures = compiled.decoding_paths(model, embeds, tokens, 4 * sizes.answer_tokens, directory,
-                                      check.started + sizes.build_until_s)
+                                      check.started + sizes.build_until_s, variant)
     bandwidth = check.figures["phases"].get("environment", {}).get("memory_gb_s")
     if bandwidth:
         figures["floor"] = ceilings.decoding_floor(model, len(embeds) + len(tokens) // 2, bandwidth)
@@ -210,8 +240,33 @@ def compiled_phase(model: TempoModel, hour: runs.Video, first: runs.Request, siz
     if best is not None:
         attention = best.removeprefix("compiled_")
         figures["requests"] = compiled.compiled_requests(model, hour, first, figures["packages"][attention]["path"],
-                                                         sizes.answer_tokens)
-    return figures
+                                                         sizes.answer_tokens, variant)
+    return {**figures, "variant": variant.__dict__}
+
+
+def int8_phase(model: TempoModel, hour: runs.Video, first: runs.Request, sizes: Sizes) -> dict:
+    """The model's linear weights rounded to int8 in place (so last): the decoder's logits over the hour's inputs,
+    teacher-forced on the first answer, against the same before rounding; then the hour from its pixels, its peak
+    memory and its answer against the first one."""
+    embeds = fast_paths.hour_decoder_inputs(model, runs.compression_of(first), hour)
+    tokens = first.finished.token_ids
+    reference = compiled.eager_logits(model, embeds, tokens)
+    saved = quantize_model(model)
+    if model.device.type == "cuda":
+        torch.cuda.empty_cache()
+    model.int8 = True
+    rounded = compiled.eager_logits(model, embeds, tokens)
+    difference = (rounded - reference).abs()
+    relative = ((rounded - reference).norm(dim=-1) / reference.norm(dim=-1)).max().item()
+    again = runs.request(model, hour, runs.QUESTION, runs.answer_config(sizes.answer_tokens))
+    same = sum(a == b for a, b in zip(again.finished.token_ids, first.finished.token_ids))
+    weights = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
+    return {"saved_gb": round(saved / 1e9, 3), "weights_gb": round(weights / 1e9, 3),
+            "logits_max_abs": difference.max().item(), "logits_mean_abs": difference.mean().item(),
+            "logits_max_relative": relative, "steps": len(tokens),
+            "flipped": int((rounded.argmax(-1) != reference.argmax(-1)).sum()),
+            "within_tolerance": relative <= INT8_RTOL, "hour": again.figures(),
+            "same_tokens": f"{same}/{len(first.finished.token_ids)}"}
 
 
 def utilisation(model: TempoModel, hour: runs.Video, first: runs.Request, check: Check) -> dict:
@@ -251,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         found = check.run("environment", lambda: environment(device))
         check.figures["device"] = (found or {}).get("gpu", "cpu")
+        check.run("loader", lambda: loader_phase(sizes, device, scratch / "probe"))
         check.run("conformance", lambda: conformance(sizes, device))
         loaded: dict[str, TempoModel] = {}
 
@@ -291,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
             # crash here must not take the phases above with it.
             check.run("compiled", lambda: compiled_phase(model, hour, first["hour"], sizes, check,
                                                           scratch / "packages"))
+            check.run("int8", lambda: int8_phase(model, hour, first["hour"], sizes))  # rounds the model in place
     finally:
         headline(check.figures)
         check.figures["failed"] = verdicts(check.figures)

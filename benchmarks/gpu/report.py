@@ -42,6 +42,13 @@ def headline(figures: dict) -> None:
     figures["hour_seconds_compiled"] = requests.get("hour", {}).get("total_s")
     figures["followup_seconds_compiled"] = requests.get("asked_again", {}).get("total_s")
     figures["package_build_s"] = {name: built.get("build_s") for name, built in decoding.get("packages", {}).items()}
+    loader = phases.get("loader", {})
+    figures["loader_chosen"] = loader.get("chosen")
+    figures["loader_passed"] = loader.get("passed")
+    int8 = phases.get("int8", {})
+    figures["int8_hour_seconds"] = int8.get("hour", {}).get("total_s")
+    figures["int8_peak_memory_gb"] = int8.get("hour", {}).get("peak_memory_gb")
+    figures["int8_logits_max_relative"] = int8.get("logits_max_relative")
 
 
 def verdicts(figures: dict) -> list[str]:
@@ -64,6 +71,12 @@ def verdicts(figures: dict) -> list[str]:
         failed.append(f"stacked vision attention off the per-pair path by {stacked:.2e} relative")
     if phases.get("pixels", {}).get("identical") is False:
         failed.append("pixels normalised on the device differ from the host's")
+    int8 = phases.get("int8", {})
+    if int8.get("within_tolerance") is False:
+        failed.append(f"int8 weights put the decoder's logits {int8.get('logits_max_relative')} relative away")
+    loader = phases.get("loader", {})
+    if "passed" in loader and not loader["passed"]:
+        failed.append("no way of loading the compiled layer step ran (loader phase)")
     return failed
 
 

@@ -119,7 +119,8 @@ def run_config(args: argparse.Namespace, limits: Limits, spec: CheckpointSpec | 
 def ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     limits = Limits.from_env()
     check_question(args.question, limits.max_question_chars)  # before the (slow) model load
-    model = tempo_model.from_pretrained(args.model, base=args.base, device=args.device, dtype=args.dtype)
+    model = tempo_model.from_pretrained(args.model, base=args.base, device=args.device, dtype=args.dtype,
+                                         int8=bool(args.int8) or limits.int8)
     config = run_config(args, limits, model.spec)
     progress, run_progress = None, RunProgress(args.question)
     for event in run(model, args.video, args.question, config):
@@ -169,7 +170,8 @@ def batch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                                       ray_batch.Loading(args.model, args.base, args.device, args.dtype),
                                       ray_batch.Cluster(args.address, args.actors), args.reports)
     else:
-        model = tempo_model.from_pretrained(args.model, base=args.base, device=args.device, dtype=args.dtype)
+        model = tempo_model.from_pretrained(args.model, base=args.base, device=args.device, dtype=args.dtype,
+                                         int8=bool(args.int8) or limits.int8)
         summary = batch_module.run_batch(model, jobs, args.output, run_config(args, limits, model.spec), err,
                                          args.reports)
     err.write(f"{summary}; results in {args.output}\n")

@@ -3,11 +3,12 @@
 A Tempo-6B decoding step is 36 identical Qwen3 layers, and eagerly each launches some 60 small kernels. One layer's
 step (`static_decoding.layer_step`) is exported once, with the cache's length free, and compiled into one package
 file whose fused kernels every layer runs: building takes one layer's compile whatever the depth, and the package
-holds no weights. Each call loads it once per layer and points that copy at the layer's own weights (AOTInductor's
-user-managed constants: nothing is copied), so the package serves any checkpoint of the same shapes. On a GPU the
+holds no weights. A loaded package is pointed at a layer's own weights (AOTInductor's user-managed constants:
+nothing is copied), so it serves any checkpoint of the same shapes: either one copy per layer, or one copy whose
+weights are re-pointed before each layer runs (`LOADERS`; `spaces`' `LazyAOTIModel` does the latter). On a GPU the
 loaded layers are captured in the step's CUDA graph like the eager ones. No compiling happens at run time: on a
-ZeroGPU Space (where torch.compile is not allowed) the package is built once, at start or beforehand, and
-`spaces`' AoT helpers (`aoti_compile`, `aoti_load`) wrap these same two torch calls.
+ZeroGPU Space (where torch.compile is not allowed) the package is built once, at start or beforehand.
+`benchmarks/gpu/aoti_probe.py` tries each way of building and loading in a process of its own.
 """
 
 from __future__ import annotations
@@ -32,8 +33,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_PIECES = 512  # the longest cache a package takes: 512 x 256 = 131,072 slots
-# The weights stay outside the package: each loaded copy is given its layer's tensors (`load_constants`).
-INDUCTOR_CONFIGS = {"aot_inductor.package_constants_in_so": False}
+# How a package is built. "weightless": the weights stay outside the package and each loaded copy is given its
+# layer's tensors (`load_constants`). "spaces": the same with the settings `spaces`' AoT helpers (0.51.3) build with,
+# which keep every weight a named constant (none folded into another) and, from torch 2.10, pick the on-disk format
+# of the weights. "in_so": the first layer's weights compiled into the shared library (re-pointed all the same).
+BUILDS: dict[str, dict[str, object]] = {
+    "weightless": {"aot_inductor.package_constants_in_so": False},
+    "spaces": {"aot_inductor.package_constants_in_so": False, "always_keep_tensor_constants": True,
+               "joint_graph_constant_folding": False,
+               "aot_inductor.package_constants_on_disk_format": "pickle_weights"},
+    "in_so": {"aot_inductor.package_constants_in_so": True},
+}
+# How a package is loaded: "per_layer", one copy per decoder layer, each pointed at its layer's weights once;
+# "once", one copy for all layers, re-pointed at each layer's weights before that layer runs.
+LOADERS = ("per_layer", "once")
 SIGNATURE = "tempo_layer_step"  # the package's metadata key for what it was built for
 
 
@@ -87,53 +100,103 @@ def export_layer(lm: Qwen3ForCausalLM, attention: str = "split") -> torch.export
                                    dynamic_shapes=shapes)
 
 
-def build(lm: Qwen3ForCausalLM, path: str | os.PathLike, attention: str = "split") -> float:
-    """Export and compile the layer step into the package file `path` (its parent must exist); returns seconds."""
+def build(lm: Qwen3ForCausalLM, path: str | os.PathLike, attention: str = "split", settings: str = "weightless"
+          ) -> float:
+    """Export and compile the layer step into the package file `path` (its parent must exist) with the inductor
+    settings `BUILDS[settings]`; returns seconds."""
+    if settings not in BUILDS:
+        raise ValueError(f"settings must be one of {', '.join(BUILDS)}, not {settings!r}")
     started = time.perf_counter()
     program = export_layer(lm, attention)
     metadata = {"aot_inductor.metadata": {SIGNATURE: json.dumps(signature(lm, attention), sort_keys=True)}}
+    configs = {key: value for key, value in BUILDS[settings].items() if _known_setting(key)}
     torch._inductor.aoti_compile_and_package(program, package_path=os.fspath(path),
-                                             inductor_configs=INDUCTOR_CONFIGS | metadata)
+                                             inductor_configs=configs | metadata)
     seconds = time.perf_counter() - started
     log.info("compiled the decoder's layer step (%s attention) in %.1f s: %s", attention, seconds, path)
     return seconds
 
 
-class CompiledLayers(Sequence["AOTICompiledModel"]):
-    """A package loaded once per decoder layer of `lm`, each copy running on that layer's own weights; indexable as
-    `StaticDecoding`'s `layers`. A package built for other shapes, another dtype, device or torch is refused before
-    any weight is handed over."""
+def _known_setting(key: str) -> bool:
+    """Whether this torch's inductor has the setting `key` (the on-disk weight format came in torch 2.10)."""
+    return key in torch._inductor.config.get_config_copy()
 
-    def __init__(self, path: str | os.PathLike, lm: Qwen3ForCausalLM):
-        self.path = os.fspath(path)
-        first = torch._inductor.aoti_load_package(self.path)
+
+def layer_weights(block: nn.Module) -> dict[str, torch.Tensor]:
+    """A decoder layer's tensors under the names its package's constants have (`block.*`)."""
+    return {f"block.{name}": tensor for name, tensor in
+            [*block.named_parameters(remove_duplicate=False), *block.named_buffers(remove_duplicate=False)]}
+
+
+def check_cache(keys: torch.Tensor, visible: torch.Tensor) -> None:
+    """AOTInductor checks no input shape (pytorch#141115): a cache that is not whole SPLIT-slot pieces, or longer
+    than a package takes, would be read out of bounds, so it is refused here."""
+    slots = keys.shape[2]
+    if slots % SPLIT or not SPLIT <= slots <= MAX_PIECES * SPLIT or visible.shape[0] != slots:
+        raise ValueError(f"a compiled layer step takes a cache of 1 to {MAX_PIECES} pieces of {SPLIT} slots, with "
+                         f"one visibility flag per slot; got {slots} slots and {visible.shape[0]} flags")
+
+
+class _Repointed:
+    """One loaded package run as one layer: its constants are pointed at this layer's weights first, unless they
+    already are (the copy is shared by every layer when loaded "once")."""
+
+    def __init__(self, runner: AOTICompiledModel, weights: dict[str, torch.Tensor], pointed: list):
+        self.runner, self.weights, self.pointed = runner, weights, pointed  # pointed[0]: whose weights it holds
+
+    def point(self, check_full_update: bool = False) -> None:
+        if self.pointed[0] is not self.weights:
+            names = self.runner.get_constant_fqns()
+            self.runner.load_constants({name: self.weights[name] for name in names},
+                                       check_full_update=check_full_update, user_managed=True)
+            self.pointed[0] = self.weights
+
+    def __call__(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, slot: torch.Tensor,
+                 visible: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        check_cache(keys, visible)
+        self.point()
+        return self.runner(hidden, cos, sin, slot, visible, keys, values)
+
+
+class CompiledLayers(Sequence[_Repointed]):
+    """A package run as every decoder layer of `lm`, each on that layer's own weights; indexable as
+    `StaticDecoding`'s `layers`. `loader`: one of `LOADERS`; `single_threaded`: the loader's run_single_threaded
+    (a runner meant for CUDA graphs, pytorch#148601). A package built for other shapes, another dtype, device or
+    torch is refused before any weight is handed over."""
+
+    def __init__(self, path: str | os.PathLike, lm: Qwen3ForCausalLM, loader: str = "per_layer",
+                 single_threaded: bool = False):
+        if loader not in LOADERS:
+            raise ValueError(f"loader must be one of {', '.join(LOADERS)}, not {loader!r}")
+        self.path, self.loader = os.fspath(path), loader
+
+        def load() -> AOTICompiledModel:
+            return torch._inductor.aoti_load_package(self.path, run_single_threaded=single_threaded)
+
+        first = load()
         built_for = json.loads(first.get_metadata().get(SIGNATURE, "{}"))
         self.attention = built_for.get("attention")
         expected = signature(lm, self.attention)
         if built_for != expected:
             differ = sorted(key for key in expected if built_for.get(key) != expected[key])
             raise ValueError(f"{self.path} was built for another decoder layer ({', '.join(differ)} differ)")
-        blocks = lm.model.layers
-        self.runners = [self._weighted(first if i == 0 else torch._inductor.aoti_load_package(self.path), block)
-                        for i, block in enumerate(blocks)]
-
-    def _weighted(self, runner: AOTICompiledModel, block: nn.Module) -> AOTICompiledModel:
-        """`runner` pointed at `block`'s own tensors (nothing copied)."""
-        weights = {f"block.{name}": tensor for name, tensor in
-                   [*block.named_parameters(remove_duplicate=False), *block.named_buffers(remove_duplicate=False)]}
-        names = runner.get_constant_fqns()
-        runner.load_constants({name: weights[name] for name in names}, check_full_update=True, user_managed=True)
-        return runner
+        shared: list = [None]
+        self.runners: list[_Repointed] = []
+        for i, block in enumerate(lm.model.layers):
+            runner = first if i == 0 or loader == "once" else load()
+            step = _Repointed(runner, layer_weights(block), shared if loader == "once" else [None])
+            step.point(check_full_update=True)  # every constant named, once, before any run
+            self.runners.append(step)
 
     def __len__(self) -> int:
         return len(self.runners)
 
     @overload
-    def __getitem__(self, index: int) -> AOTICompiledModel: ...
+    def __getitem__(self, index: int) -> _Repointed: ...
     @overload
-    def __getitem__(self, index: slice) -> list[AOTICompiledModel]: ...
-    def __getitem__(self, index: int | slice) -> AOTICompiledModel | list[AOTICompiledModel]:
+    def __getitem__(self, index: slice) -> list[_Repointed]: ...
+    def __getitem__(self, index: int | slice) -> _Repointed | list[_Repointed]:
         return self.runners[index]
 
-    def __iter__(self) -> Iterator[AOTICompiledModel]:
+    def __iter__(self) -> Iterator[_Repointed]:
         return iter(self.runners)

@@ -21,6 +21,7 @@ from transformers.initialization import no_init_weights
 from ..allocation import reduce_memory
 from ..errors import InputError
 from ..video.patches import PatchGeometry
+from . import int8 as int8_weights
 from . import loading
 from .compressor import LocalCompressor
 from .decoder import GlobalDecoder
@@ -51,6 +52,7 @@ class TempoModel(torch.nn.Module):
         self.compressor_tokenizer = compressor_tokenizer
         self.geometry = geometry
         self.spec = spec
+        self.int8 = False  # linear weights held in int8 (`from_pretrained(int8=True)`)
 
     @property
     def device(self) -> torch.device:
@@ -120,11 +122,12 @@ def build_model(checkpoint_dir: str, base_dir: str, name: str, device: torch.dev
 
 
 def from_pretrained(name_or_path: str | os.PathLike | None = None, *, base: str | os.PathLike | None = None,
-                    device: str | torch.device | None = None, dtype: str | torch.dtype | None = None) -> TempoModel:
+                    device: str | torch.device | None = None, dtype: str | torch.dtype | None = None,
+                    int8: bool = False) -> TempoModel:
     """Load a Tempo checkpoint (directory or hub id; the embedded Tempo-Tiny when None).
 
     `base` overrides the base Qwen3-VL location; `device` defaults to CUDA when available; `dtype` to bf16
-    on CUDA and fp32 on CPU.
+    on CUDA and fp32 on CPU; `int8`: the decoder's and compressor's linear weights held in int8 (`model.int8`).
     """
     checkpoint_dir = loading.resolve_checkpoint(name_or_path)
     config = loading.checkpoint_config(checkpoint_dir)
@@ -145,7 +148,11 @@ def from_pretrained(name_or_path: str | os.PathLike | None = None, *, base: str 
                                                    Qwen3VLConfig.from_pretrained(base_dir),
                                                    tokenizer.token_id("Yes"), tokenizer.token_id("No"))
     model.compressor.relevance_direction.copy_(direction)
-    log.info("loaded %s on %s (%s)", name, device, dtype)
+    if int8:
+        saved = int8_weights.quantize_model(model)
+        model.int8 = True
+        log.info("int8 weights: %.2f GB saved", saved / 1e9)
+    log.info("loaded %s on %s (%s%s)", name, device, dtype, ", int8 weights" if int8 else "")
     if device.type == "cpu" and (warning := cpu_slowness(model)):
         log.warning(warning)
     return model.eval()

@@ -1,0 +1,68 @@
+"""Weight-only int8 (`tempo.model.int8`): each weight within half a rounding step of its own, and the fixture model
+loaded with int8 weights answers within the tolerance bf16 is held to (`BF16_RTOL`), with the same answer.
+
+Why BF16_RTOL: rounding a weight to 255 levels of its row's largest magnitude is a relative error of at most 1/254
+per weight, the same order as bf16's 2^-9, and it accumulates layer by layer the same way. On the conformance set in
+float32 (benchmarks/int8_deviation.py, benchmarks/results/int8-cpu.json) int8 weights put the decoder's logits at
+most 4.5e-2 (relative, in norm) from full precision over 72 teacher-forced steps, with 1 top token flipped; a wrong
+scale or a transposed channel is off by order 1."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from torch import nn
+
+from tempo.conformance import BF16_RTOL
+from tempo.model.int8 import LEVELS, Int8Linear, quantize
+
+
+def test_each_weight_is_within_half_a_step_of_its_own():
+    torch.manual_seed(0)
+    linear = nn.Linear(48, 32)
+    linear.weight.data[3] *= 50  # one loud row: its step is its own, not the others'
+    rounded = Int8Linear.from_linear(linear)
+    widened = rounded.weight.float() * rounded.scale[:, None]  # [out, in]
+    step = linear.weight.abs().amax(dim=1, keepdim=True) / LEVELS  # [out, 1]
+    assert rounded.weight.dtype == torch.int8
+    assert ((widened - linear.weight).abs() <= step / 2 + 1e-7).all()
+    x = torch.randn(5, 48)
+    assert torch.allclose(rounded(x), x @ widened.T + linear.bias, atol=1e-5)
+
+
+def test_quantize_replaces_the_linear_layers_it_is_given_and_says_what_it_saved():
+    model = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Sequential(nn.Linear(16, 8)), nn.Linear(8, 4))
+    saved = quantize(model, skip=("3",))
+    assert [type(m).__name__ for m in (model[0], model[2][0], model[3])] == ["Int8Linear", "Int8Linear", "Linear"]
+    assert saved == (16 * 16 + 16 * 8) * 3 - (16 + 8) * 4  # float32 to int8, less a float32 scale per row
+
+
+@pytest.fixture(scope="module")
+def logits(tmp_path_factory):
+    from benchmarks.int8_deviation import case_logits, load
+    from tempo.conformance import Case
+    from tempo.model import from_pretrained
+    from tests.conftest import ROOT
+
+    os.environ.setdefault("TEMPO_CACHE", str(tmp_path_factory.mktemp("cache")))
+    case = Case.read(str(ROOT / "tests" / "fixtures" / "conformance"), "shapes_red_circle")
+    fixtures = ROOT / "tests" / "fixtures" / "conformance"
+    rounded = from_pretrained(fixtures / "tempo", base=fixtures / "base" / "tiny-qwen3-vl", device="cpu", int8=True)
+    return case_logits(load(torch.float32), case), case_logits(rounded, case), rounded
+
+
+def test_int8_weights_answer_within_the_bf16_tolerance(logits):
+    full, rounded, _ = logits
+    relative = (rounded - full).norm(dim=-1) / full.norm(dim=-1)  # [steps]
+    assert full.shape[0] == 8 and relative.max() <= BF16_RTOL
+    assert torch.equal(full.argmax(-1), rounded.argmax(-1))
+
+
+def test_the_lm_head_keeps_its_weights(logits):
+    """The decoder's LM head is its embedding table (tied): rounding it would copy, not save."""
+    model = logits[2]
+    assert model.int8 and isinstance(model.compressor.vlm.visual.blocks[0].mlp.linear_fc1, Int8Linear)
+    assert isinstance(model.decoder.lm.model.layers[0].mlp.up_proj, Int8Linear)
+    assert type(model.decoder.lm.lm_head) is nn.Linear
