@@ -15,10 +15,12 @@ ENGINE = "tempo.engine"
 STEPS = "tempo.engine.steps"  # the inner steps' own door, for the code that composes them itself
 STEPS_USERS = ("tempo.bench", "tempo.conformance", "tempo.live")
 FACE_MAX_NAMES = 15
-# What the app may use of the library: the engine's face, what it reports (events, errors, settings, times,
-# rendering, analysis), the model it loads, and the synthetic world's grading of the shipped examples.
+# What the app may use of the library: the engine's face, what it reports (events, moments, errors, settings, times,
+# rendering, analysis), the model it loads, the synthetic world's grading of the shipped examples, and the cutter of
+# a moment's clip.
 DEMO_MAY_ENTER = ("tempo.engine", "tempo.allocation", "tempo.analysis", "tempo.render", "tempo.events", "tempo.errors",
-                  "tempo.config", "tempo.times", "tempo.model", "tempo.synthetic", "tempo.live")
+                  "tempo.config", "tempo.times", "tempo.model", "tempo.synthetic", "tempo.live", "tempo.moments",
+                  "tempo.video.clip")
 # Lowest first. A module may import from its own layer or any layer below, never above.
 LAYERS = [
     ["tempo.errors", "tempo.timing", "tempo.synthetic"],
