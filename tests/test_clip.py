@@ -87,3 +87,31 @@ def test_audio_comes_along(tmp_path):
     with av.open(str(clip.path)) as output:
         audio = sum(frame.samples for frame in output.decode(audio=0)) / output.streams.audio[0].rate
     assert audio == pytest.approx(1.5, abs=0.05)
+
+
+@pytest.fixture(scope="module")
+def server():
+    from demo.server import Server
+
+    return Server(tempo.from_pretrained(device="cpu"), tempo.Limits(max_clip_s=20.0))
+
+
+def test_the_server_cuts_only_its_own_files(server, numbered, tmp_path, monkeypatch):
+    from demo.server import EXAMPLES_FILE, NOT_UPLOADED
+
+    def never(*args, **kwargs):
+        raise AssertionError("a file that was not uploaded was opened")
+
+    monkeypatch.setattr("demo.server.cut_clip", never)
+    monkeypatch.setattr("demo.server.check_file", never)
+    for path in (str(numbered), "/etc/passwd", f"{server.uploads}/../../etc/passwd", {"path": str(numbered)}):
+        with pytest.raises(InputError, match=NOT_UPLOADED.split(":")[0]):
+            server.clip(path, 0.0, 1.0, tmp_path)
+    monkeypatch.undo()
+    example = EXAMPLES_FILE.parent / "synthetic-900001-2min.mp4"
+    clip = server.clip(str(example), "1:00", "64", tmp_path)  # an example may be cut, times as m:ss or seconds
+    assert (clip.start, clip.end) == (pytest.approx(60.0), pytest.approx(64.0))
+    with pytest.raises(InputError, match="up to 20 s"):  # the server's cap
+        server.clip(str(example), 0, 30, tmp_path)
+    with pytest.raises(InputError, match="start and end"):
+        server.clip(str(example), None, 30, tmp_path)
