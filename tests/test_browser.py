@@ -382,10 +382,10 @@ def test_a_moment_s_button_plays_it_and_its_clip_downloads_as_long_as_it(app_url
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto(app_url)
     page.get_by_text(entry["label"]).first.click()
-    page.wait_for_function("() => document.querySelector('#tempo-preview video')?.src", timeout=30_000)
+    page.wait_for_function("() => document.querySelector('#tempo-preview video')?.src", timeout=120_000)
     page.locator("#tempo-ask").click()
     page.locator("#tempo-chat [data-turn='0']").wait_for(timeout=240_000)
-    page.get_by_text("Done in").wait_for(timeout=30_000)
+    page.get_by_text("Done in").wait_for(timeout=60_000)
     buttons = page.locator("#tempo-moments .tempo-moment")
     assert buttons.count() >= 2, "this example's run should find at least two moments"
     second = buttons.nth(1)
