@@ -19,13 +19,14 @@ FACE_MAX_NAMES = 15
 # rendering, analysis), the model it loads, the synthetic world's grading of the shipped examples, and the cutter of
 # a moment's clip.
 DEMO_MAY_ENTER = ("tempo.engine", "tempo.allocation", "tempo.analysis", "tempo.render", "tempo.events", "tempo.errors",
-                  "tempo.config", "tempo.times", "tempo.model", "tempo.synthetic", "tempo.live", "tempo.moments",
+                  "tempo.moments", "tempo.config", "tempo.times", "tempo.model", "tempo.synthetic", "tempo.live",
                   "tempo.video.clip")
 # Lowest first. A module may import from its own layer or any layer below, never above.
 LAYERS = [
     ["tempo.errors", "tempo.timing", "tempo.synthetic"],
     ["tempo.times"],
     ["tempo.allocation"],
+    ["tempo.moments"],
     ["tempo.config"],
     ["tempo.video"],
     ["tempo.events"],

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -67,17 +66,16 @@ def test_the_examples_stream_copied_into_mkv_and_mov_answer_as_the_mp4_does(fixt
         assert [s.relevance for s in result.segments] == pytest.approx([s.relevance for s in mp4.segments], abs=1e-6)
 
 
-def test_a_claim_of_giant_frames_is_refused_by_the_cli_within_seconds(giant_claim):
-    """The CLI runs under a fresh parent, whose only child it is, to read the CLI's own peak memory."""
+def test_a_claim_of_giant_frames_is_refused_by_the_cli_before_a_frame_is_decoded(giant_claim):
+    """The CLI runs under a fresh parent, whose only child it is, to read the CLI's own peak memory: one decoded
+    16000² frame would pass the bound."""
     command = [sys.executable, "-m", "tempo", "infer", "--video", str(giant_claim), "--query", QUESTION]
     measure = ("import resource, subprocess, sys; done = subprocess.run(sys.argv[1:]); "
                "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
-    started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", measure, *command], capture_output=True, text=True, cwd=ROOT,
                           timeout=120)
     returncode, peak_kb = map(int, done.stdout.split())
     assert returncode == 2 and done.stderr.strip().startswith(f"error: {CLAIM}")
-    assert time.monotonic() - started < 30
     assert peak_kb < 900 * 1024  # a 16000² frame alone is 384 MB
 
 
@@ -85,10 +83,8 @@ def test_a_claim_of_giant_frames_is_refused_by_the_app_and_it_does_not_grow(fixt
     with serve(load_app_model(fixtures)) as url:
         client = Client(url, verbose=False)
         before = psutil.Process().memory_info().rss
-        started = time.monotonic()
         with pytest.raises(AppError, match=CLAIM.replace("(", r"\(").replace(")", r"\)")):
             client.predict(handle_file(str(giant_claim)), QUESTION, api_name="/answer")
-        assert time.monotonic() - started < 10
         assert psutil.Process().memory_info().rss - before < 300 * 2**20
 
 
