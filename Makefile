@@ -1,4 +1,5 @@
-# Everything a fresh machine needs: `make demo` runs the app, `make test` runs what CI runs.
+# Everything a fresh machine needs: `make demo` runs the app, `make test-all` runs what CI runs (`make test` is the
+# fast tier, for every change; CONTRIBUTING.md says which tier to run when).
 PYTHON   ?= python3
 VENV     ?= .venv
 PY       := $(VENV)/bin/python
@@ -10,7 +11,7 @@ OVERLAYS := .overlays
 PILLOW_13          := pillow>=13,<14
 OLDEST_TRANSFORMERS := transformers==5.20.2
 
-.PHONY: demo test check suite matrix browser conformance clean
+.PHONY: demo test test-all test-slow check matrix browser conformance clean
 
 $(STAMP): requirements.txt requirements-dev.txt constraints-cpu.txt
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +29,16 @@ browser:
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
-test: check suite matrix
+# The fast tier: every test not marked `slow`, then the ten slowest of them.
+test: $(STAMP) $(ENGINES)
+	$(PY) -m pytest -q -m "not slow" --durations=10
+
+# The slow tier: training chains, the soak, the load test, the GPU check's dry run, the browser journeys.
+test-slow: $(STAMP) $(ENGINES) browser
+	$(PY) -m pytest -q -m slow --durations=10
+
+# What CI runs (.ci/run): lint and types, both tiers, then the version matrix.
+test-all: check test test-slow matrix
 
 # Lint and import order (ruff; pyproject.toml's [tool.ruff]) and types (mypy on tempo/ and demo/).
 check: $(STAMP)
@@ -42,9 +52,6 @@ $(ENGINES): $(STAMP) pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-build-isolation -e ".[lmms,ray]" -c constraints-cpu.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps "$(LMMS_EVAL)"
 	touch $(ENGINES)
-
-suite: $(STAMP) $(ENGINES) browser
-	$(PY) -m pytest -q
 
 # The same numbers under every supported version: the pixel and conformance tests again with Pillow 13 (gradio
 # keeps the main environment below 13) and with the oldest transformers, each as an overlay on the main
@@ -66,7 +73,7 @@ matrix: $(STAMP)
 	  echo "requirements.txt resolves for Python $$version, newest and every floor"; done
 
 conformance: $(STAMP)
-	$(PY) -m tempo.conformance tests/fixtures/conformance
+	$(PY) -m tempo conformance tests/fixtures/conformance
 
 clean:
 	rm -rf $(VENV) $(OVERLAYS) .pytest_cache .hypothesis

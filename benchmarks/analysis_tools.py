@@ -4,7 +4,7 @@ Drives a running app through gradio_client, as a script or notebook would. Witho
 free loopback port and stops it afterwards. The first /answer compresses the shipped 2.5-minute example; every
 later request reuses that compression from the per-video cache, which is what the numbers show.
 
-    python benchmarks/analysis_tools.py [--url http://127.0.0.1:7860] [--runs 3] [--json result.json]
+    python -m benchmarks.analysis_tools [--url http://127.0.0.1:7860] [--runs 3] [--json result.json]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
-from app_first_segment import local_app
+from benchmarks.app_first_segment import local_app
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "synthetic-900001-2min.mp4"

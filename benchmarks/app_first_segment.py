@@ -5,7 +5,7 @@ the page shows). Without --url it starts `app.py` itself on a free loopback port
 $TEMPO_BASE as usual) and stops it afterwards. The test video (testsrc2, 640x360, 25 fps) is generated once
 with imageio-ffmpeg's ffmpeg and cached in the temp directory, never in the repository.
 
-    python benchmarks/app_first_segment.py [--url http://127.0.0.1:7860] [--runs 2] [--json result.json]
+    python -m benchmarks.app_first_segment [--url http://127.0.0.1:7860] [--runs 2] [--json result.json]
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
+from benchmarks.local_app import start_app
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "benchmarks")]
-from local_app import start_app  # noqa: E402
 
 QUESTION = "When does the pattern change colour?"
 

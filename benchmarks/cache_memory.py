@@ -7,7 +7,7 @@ stops growing once the cache is full. With --app it also uploads them to a fresh
 reports the server's RSS growth per video against the same count. The videos (testsrc2, 640x360, 25 fps, each in
 its own hue so that uploads differ) are made with imageio-ffmpeg's ffmpeg in a temporary directory.
 
-    python benchmarks/cache_memory.py [--videos 40] [--seconds 30] [--app] [--json result.json]
+    python -m benchmarks.cache_memory [--videos 40] [--seconds 30] [--app] [--json result.json]
 """
 
 from __future__ import annotations
@@ -20,16 +20,13 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmarks.app_first_segment import local_app
 
-from app_first_segment import local_app  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 QUESTION = "What colour is the pattern?"
 

@@ -4,7 +4,7 @@ moment starts), each cut three times (the median is kept). A clip's first and la
 source's frames around the span's first and last (mean absolute difference over RGB); the offset is how many frames
 from the expected one the best match lies (0: the expected frame, or one identical to it).
 
-    python benchmarks/clip_speed.py            # writes benchmarks/results/clip-speed-cpu.json
+    python -m benchmarks.clip_speed            # writes benchmarks/results/clip-speed-cpu.json
 """
 
 from __future__ import annotations
@@ -22,11 +22,9 @@ from pathlib import Path
 import av
 import numpy as np
 
+from tempo.video.clip import cut_clip
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from tempo.video.clip import cut_clip  # noqa: E402
-
 VIDEO = ROOT / "examples" / "synthetic-900004-45min.mp4"
 LENGTH_S, SPANS, ROUNDS = 10.0, 10, 3
 SEGMENT_S = 2700 / 128  # the 45-minute example's segments at 1,024 frames

@@ -8,7 +8,7 @@ stands in for Vision-CAIR/Tempo-6B and Qwen/Qwen3-VL-2B-Instruct (its base made 
 HF_HUB_OFFLINE=1, as a Space runs (HF_HUB_OFFLINE unset), and with the base weights left out of the preload, and
 reports the load time, every network attempt, and which preloaded files were read.
 
-    python benchmarks/cold_start.py [--json result.json]
+    python -m benchmarks.cold_start [--json result.json]
 """
 
 from __future__ import annotations
@@ -189,8 +189,8 @@ def cold_start(home: Path, offline: bool, model: str | None = None) -> dict:
     marked = mark_unread(home)
     namespace = isolated()
     started = time.perf_counter()
-    done = subprocess.run([*namespace, sys.executable, __file__, "--child", model or space_model()], env=env,
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    command = [sys.executable, "-m", "benchmarks.cold_start", "--child", model or space_model()]
+    done = subprocess.run([*namespace, *command], env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
     wall = time.perf_counter() - started
     lines = done.stdout.strip().splitlines()
     run = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {
@@ -233,7 +233,6 @@ def child(model: str) -> None:
     """Import tempo and load `model` on the CPU with the network refused; one JSON line on stdout."""
     attempts: list[str] = []
     refuse_network(attempts)
-    sys.path.insert(0, str(ROOT))
     started = time.perf_counter()
     import tempo
 

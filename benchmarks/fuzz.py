@@ -7,7 +7,7 @@ within --timeout). It samples the server's resident memory throughout (the decod
 --twice every file is sent again and must get the same outcome. The exit status is 1 on any traceback, hang,
 leak, changed outcome, or server memory over --memory-mb.
 
-    python benchmarks/fuzz.py [--count 1200] [--seed 0] [--workers 4] [--twice] [--json report.json]
+    python -m benchmarks.fuzz [--count 1200] [--seed 0] [--workers 4] [--twice] [--json report.json]
 """
 
 from __future__ import annotations
@@ -26,10 +26,11 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import psutil
-from app_first_segment import local_app
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
-from mutants import write_mutants
+
+from benchmarks.app_first_segment import local_app
+from benchmarks.mutants import write_mutants
 
 QUESTION = "What moves across the screen?"
 GENERIC = "Something went wrong"

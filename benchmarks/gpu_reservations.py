@@ -9,7 +9,7 @@ same for 2-minute, 10-minute and 1-hour videos at 2 fps (the frame cap makes an 
 first questions each kind of visitor can ask a day (`GpuCost.questions_a_day`). The formula's constants are the
 GPU check's figures carried to half an RTX Pro 6000 Blackwell by data-sheet ratios, until measured on one.
 
-    python benchmarks/gpu_reservations.py [--json reservations.json]
+    python -m benchmarks.gpu_reservations [--json reservations.json]
 """
 
 from __future__ import annotations
@@ -19,16 +19,15 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from demo.device import COST, ZEROGPU, gpu_seconds
+from tempo.config import RunConfig, SamplingConfig, setting_named
+from tempo.engine import Job
+from tempo.events import Compression, VideoProbed
+from tempo.timing import Timer
+from tempo.video import open_video, segment_ranges
+from tempo.video.segments import video_plan
 
-from demo.device import COST, ZEROGPU, gpu_seconds  # noqa: E402
-from tempo.config import RunConfig, SamplingConfig, setting_named  # noqa: E402
-from tempo.engine import Job  # noqa: E402
-from tempo.events import Compression, VideoProbed  # noqa: E402
-from tempo.timing import Timer  # noqa: E402
-from tempo.video import open_video, segment_ranges  # noqa: E402
-from tempo.video.segments import video_plan  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 LENGTHS = {"2 min": 120, "10 min": 600, "1 h": 3600}
 ANSWER_TOKENS = 64  # what an answer is taken to use (the GPU check's answers)

@@ -15,9 +15,9 @@ event. Recall: the shown spans of that shape and colour alerted within 2 segment
 tuning seeds (the most recall with at most 1 false alert per 10 minutes, then the fewest false alerts) and reported
 on test seeds, beside the shipped default.
 
-    python benchmarks/live.py lag [--minutes 60] [--json out.json]
-    python benchmarks/live.py alerts [--tune 20] [--test 40] [--json out.json]
-    python benchmarks/live.py clock     # relevance with the stream's times as they are, and hours on
+    python -m benchmarks.live lag [--minutes 60] [--json out.json]
+    python -m benchmarks.live alerts [--tune 20] [--test 40] [--json out.json]
+    python -m benchmarks.live clock     # relevance with the stream's times as they are, and hours on
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import threading
 import time
@@ -35,9 +34,9 @@ import httpx
 import numpy as np
 import psutil
 
+from benchmarks.local_app import start_app
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
-from local_app import start_app  # noqa: E402
 
 VIDEOS = ROOT / "outputs" / "live-bench"
 LAG_SEED = 860_000

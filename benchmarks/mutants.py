@@ -3,7 +3,7 @@ Part 2) made with imageio-ffmpeg's ffmpeg, and seeded mutants of them: bit flips
 lying box and element sizes, and header rewrites that claim giant frames (the H.264 sequence parameter set, the
 MPEG-4 video object layer, the JPEG frame header, VP8 and VP9 frame headers, and the containers' own sizes).
 
-    python benchmarks/mutants.py DIR [--count 1200] [--seed 0]   # writes the mutants and an index.json
+    python -m benchmarks.mutants DIR [--count 1200] [--seed 0]   # writes the mutants and an index.json
 """
 
 from __future__ import annotations

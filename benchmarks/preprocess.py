@@ -7,7 +7,7 @@
 2. `tempo.bench`'s "file -> compressor-ready tensors" for its 10-minute and 1-hour 720p videos (generated once
    under $TEMPO_CACHE/bench), best of 2.
 
-    python benchmarks/preprocess.py [--skip-files] [--json result.json]
+    python -m benchmarks.preprocess [--skip-files] [--json result.json]
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from functools import partial
 from pathlib import Path
@@ -24,14 +23,13 @@ import numpy as np
 import torch
 from PIL import Image
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from tempo import bench
+from tempo.config import SamplingConfig
+from tempo.video import long_edge_size
+from tempo.video.patches import PatchGeometry, fit_long_edge, frame_size
+from tempo.video.resample import resize
 
-from tempo import bench  # noqa: E402
-from tempo.config import SamplingConfig  # noqa: E402
-from tempo.video import long_edge_size  # noqa: E402
-from tempo.video.patches import PatchGeometry, fit_long_edge, frame_size  # noqa: E402
-from tempo.video.resample import resize  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 SIZES = {"720p": (1280, 720), "1080p": (1920, 1080), "480p": (854, 480), "portrait 1080x1920": (1080, 1920),
          "QCIF": (176, 144)}

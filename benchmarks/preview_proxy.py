@@ -5,7 +5,7 @@ with imageio-ffmpeg's ffmpeg and kept in the temp directory), it times `demo.pre
 the first compressed segment of the 10-minute example with Tempo-Tiny, once alone and once while the 1-hour
 clip's proxy is being made beside it, as when a visitor presses the button right after uploading.
 
-    python benchmarks/preview_proxy.py [--json result.json]
+    python -m benchmarks.preview_proxy [--json result.json]
 """
 
 from __future__ import annotations
@@ -13,18 +13,16 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import tempo
+from demo import preview
+from tempo.video import probe
 
-import tempo  # noqa: E402
-from demo import preview  # noqa: E402
-from tempo.video import probe  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 QUESTION = "When does the star appear?"
 

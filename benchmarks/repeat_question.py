@@ -2,7 +2,7 @@
 API (/answer), on the 10-minute example of `examples/`. The compression comes from the cache both times; the page
 also draws the timeline, the filmstrip and writes the downloads.
 
-    python benchmarks/repeat_question.py [--url http://127.0.0.1:7860] [--repeats 3] [--json result.json]
+    python -m benchmarks.repeat_question [--url http://127.0.0.1:7860] [--repeats 3] [--json result.json]
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
-from app_first_segment import ROOT, local_app
+from benchmarks.app_first_segment import ROOT, local_app
 
 
 def main() -> int:

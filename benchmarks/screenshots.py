@@ -2,7 +2,7 @@
 headless Chromium, first empty, then after two questions on the 10-minute example, then its Compare and Budget sweep
 tabs. Starts `app.py` on a free loopback port (embedded model unless $TEMPO_MODEL says otherwise).
 
-    python benchmarks/screenshots.py [--out shots/]
+    python -m benchmarks.screenshots [--out shots/]
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from app_first_segment import ROOT, local_app
+from benchmarks.app_first_segment import ROOT, local_app
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update"]

@@ -2,24 +2,21 @@
 against taking its middle frame: 8 frames of 720p video per segment, best of several rounds, one thread (as on each
 decoding worker).
 
-    python benchmarks/sharpest_frame.py
+    python -m benchmarks.sharpest_frame
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from tempo.config import SamplingConfig  # noqa: E402
-from tempo.timing import Timer  # noqa: E402
-from tempo.video import segments  # noqa: E402
-from tempo.video.patches import PatchGeometry  # noqa: E402
+from tempo.config import SamplingConfig
+from tempo.timing import Timer
+from tempo.video import segments
+from tempo.video.patches import PatchGeometry
 
 ROUNDS, SEGMENTS = 5, 20
 

@@ -9,9 +9,9 @@ server's memory with its children (start, peak, MB per minute over the last half
 which of them the run left open), and the size of its temporary and upload folders at start and end. Exit status 1
 on any other error, differing pair or answer about another video.
 
-    python benchmarks/soak.py [--requests 1000] [--videos 50] [--clients 8] [--json report.json]
-    python benchmarks/soak.py --short          # 100 requests over 10 short videos (the test suite's form)
-    python benchmarks/soak.py --short --plant-cache-bug   # a cache that ignores which video: must fail
+    python -m benchmarks.soak [--requests 1000] [--videos 50] [--clients 8] [--json report.json]
+    python -m benchmarks.soak --short          # 100 requests over 10 short videos (the test suite's form)
+    python -m benchmarks.soak --short --plant-cache-bug   # a cache that ignores which video: must fail
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from benchmarks.local_app import start_app
+from benchmarks.server_watch import Watch
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
-from local_app import start_app  # noqa: E402
-from server_watch import Watch  # noqa: E402
 
 VIDEOS = ROOT / "outputs" / "soak-videos"
 MIX = {"answer": 25, "chat": 15, "compare": 10, "segment": 15, "mcp_locate": 20, "mcp_answer": 15}  # weights
@@ -181,8 +181,9 @@ def attempt(client, url: str, job: Job, timeout: float) -> Outcome:
     from concurrent.futures import ThreadPoolExecutor
     from concurrent.futures import TimeoutError as Timeout
 
-    from fuzz import outcome
     from gradio_client.exceptions import AppError
+
+    from benchmarks.fuzz import outcome
 
     started = time.monotonic()
     pool = ThreadPoolExecutor(1)  # not `with`: leaving it would wait for a request that hangs
@@ -274,13 +275,14 @@ def folder_mb(folder: Path) -> float:
 
 def start_soaked_app(scratch: Path, planted: bool) -> tuple[subprocess.Popen, str]:
     """app.py on loopback (with `planted`, behind a per-video cache that ignores which video it is)."""
-    return start_app(scratch, [sys.executable, __file__, "--serve-planted"] if planted else None)
+    return start_app(scratch, [sys.executable, "-m", "benchmarks.soak", "--serve-planted"] if planted else None)
 
 def serve_planted() -> None:
     """app.py behind a planted bug: the per-video cache's key ignores the file, so two videos share an entry."""
     import spaces  # noqa: F401  (as app.py: before torch)
 
-    from tempo.engine.cache import VideoCache, VideoKey
+    from tempo.engine import VideoCache
+    from tempo.engine.steps import VideoKey
 
     VideoCache.key = lambda self, path, sampling: VideoKey("any video", 0, 0, sampling)
     from demo.launch import main
@@ -350,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed)
     scratch = Path(tempfile.mkdtemp(prefix="tempo-soak-"))
     try:
-        from mutants import write_mutants
+        from benchmarks.mutants import write_mutants
 
         index = write_mutants(scratch / "hostile", max(12, round(2 * total * HOSTILE_SHARE)), args.seed)
         mutants = [scratch / "hostile" / entry["file"] for entry in index if entry["kind"] != "clean"]

@@ -1,6 +1,6 @@
 """Run every shipped example as the app runs it (its default settings) and grade it as the app grades it.
 
-    python examples/check_examples.py [--model DIR] [--json OUT]
+    python -m examples.check_examples [--model DIR] [--json OUT]
 
 Prints one line per example and how many were right; exits 1 if any "when" answer is out of tolerance.
 """
@@ -12,10 +12,8 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from demo.server import load_examples  # noqa: E402
-from tempo import RunConfig, answer, from_pretrained  # noqa: E402
+from demo.server import load_examples
+from tempo import RunConfig, answer, from_pretrained
 
 log = logging.getLogger("check_examples")
 

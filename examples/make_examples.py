@@ -1,6 +1,6 @@
 """Render the demo's example videos and write examples.json (run from the repository root).
 
-    python examples/make_examples.py
+    python -m examples.make_examples
 
 Fixed seeds from a range no training or evaluation run uses; questions from the synthetic world's ground truth:
 needle-style ones (a sharp allocation peak), global ones (a broad allocation), and since issue 47 an interval and
@@ -14,9 +14,7 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from tempo.synthetic import all_questions, generate_video, write_mp4  # noqa: E402
+from tempo.synthetic import all_questions, generate_video, write_mp4
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FPS = 4.0

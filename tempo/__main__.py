@@ -1,5 +1,8 @@
+"""`python -m tempo`: the same as the `tempo` command."""
+
 import sys
 
 from .cli import main
 
-sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(main())

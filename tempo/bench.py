@@ -1,4 +1,4 @@
-"""`python -m tempo.bench`: how fast a video file becomes Tempo's answer, ours against the released pipeline's steps.
+"""`tempo bench`: how fast a video file becomes Tempo's answer, ours against the released pipeline's steps.
 
 Both modes run in this process on the same videos (generated once with the ffmpeg that imageio-ffmpeg ships,
 kept under $TEMPO_CACHE/bench). The reference mode follows the released pipeline: every sampled frame decoded at
@@ -29,13 +29,14 @@ import psutil
 import torch
 from PIL import Image
 
+from .command_line import run_alone
 from .config import GenerationConfig, RunConfig, SamplingConfig, Zoom
 from .engine import VideoCache, run
 from .engine.steps import EncodedSegment, compress_batch, give_back_freed_memory, open_decoder, respond
 from .events import AllocationDone, Compression, Finished, SegmentCompressed
 from .model import TempoModel, from_pretrained
 from .timing import Timer
-from .video import VideoInfo, long_edge_size, open_video, sandbox, uniform_plan
+from .video import SamplingPlan, VideoInfo, long_edge_size, open_video, sandbox, uniform_plan
 from .video.patches import PatchGeometry, clip_size, frame_size, normalize, patchify, resize_frames
 from .video.segments import video_plan
 
@@ -122,7 +123,8 @@ def make_video(path: str, seconds: int) -> str:
 
 # ------------------------------------------------------------------------------------------------ the reference
 
-def reference_tensors(path: str, sampling: SamplingConfig, geometry: PatchGeometry):
+def reference_tensors(path: str, sampling: SamplingConfig, geometry: PatchGeometry
+                      ) -> tuple[torch.Tensor, list[tuple[int, int, int]], SamplingPlan, VideoInfo]:
     """The released preprocessing: decord get_batch of every sampled frame at full size (with the decoding
     threads infer.py picks), PIL resizing frame by frame, then every segment on its own through qwen-vl-utils'
     resizes and the processor into float pixel values, concatenated for one compressor batch."""
@@ -147,7 +149,7 @@ def reference_tensors(path: str, sampling: SamplingConfig, geometry: PatchGeomet
         rows, grid = patchify(resize_frames(video, size).float(), geometry)  # the release keeps floats from here
         pixel_values.append(normalize(rows, geometry))
         grids.append(grid)
-    return torch.cat(pixel_values), grids, plan, info
+    return torch.cat(pixel_values), grids, plan, info  # pixel values float32 [rows, 3*tp*p*p]
 
 
 def reference_answer(model: TempoModel, path: str, question: str, config: RunConfig) -> dict:
@@ -328,8 +330,7 @@ def table(name: str, figures: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tempo.bench", description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="only the 10-minute video (a few minutes)")
     parser.add_argument("--video", help="benchmark this file instead of the generated videos")
     parser.add_argument("--model", default=os.environ.get("TEMPO_MODEL"), help="default: the embedded Tempo-Tiny")
@@ -338,7 +339,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", dest="json_out", help="write the raw figures and ratios here")
     parser.add_argument("--first-segment", type=int, metavar="RUNS",
                         help="only the first segment's result, RUNS times per video (seconds; no reference)")
-    args = parser.parse_args(argv)
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    """`tempo bench`: the table for each video on stdout, and the figures in `--json`."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     model = from_pretrained(args.model, base=args.base, device=args.device)
     sandbox.warm_up()  # the decoding processes' fork server starts once, as the app's does at start-up
@@ -368,6 +372,12 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json_out, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=2, default=str)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m tempo.bench`, the old name of `tempo bench`."""
+    return run_alone("python -m tempo.bench", __doc__.splitlines()[0], add_arguments, run_bench, argv)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,6 +1,6 @@
 """Check this implementation against fixtures recorded from the released Tempo code.
 
-    python -m tempo.conformance DIR [--device cuda] [--dtype bfloat16]
+    tempo conformance DIR [--device cuda] [--dtype bfloat16]
 
 DIR is a fixture set laid out like the repository's tests/fixtures/conformance (README.md, tempo/, base/<name>/,
 videos/, cases/, pixels/, ata_vectors.json). Every case and every ATA vector is compared with the recorded values;
@@ -21,12 +21,14 @@ import os
 import sys
 import tempfile
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 from safetensors.torch import load, load_file
 
 from .allocation import Strategy, adaptive_token_allocation, allocate
+from .command_line import run_alone
 from .config import AllocationConfig, GenerationConfig, RunConfig, SamplingConfig, Zoom
 from .engine import run
 from .engine.steps import compress_batch, encode_batch, micro_batches
@@ -77,7 +79,7 @@ class Report:
         self.failures += not ok
         return ok
 
-    def exact(self, case: str, quantity: str, got, expected) -> bool:
+    def exact(self, case: str, quantity: str, got: object, expected: object) -> bool:
         got, expected = _as_list(got), _as_list(expected)
         discrete = self.reduced and quantity.split(":")[-1] in DISCRETE and not case.startswith("ata:")
         self.discrete += discrete
@@ -110,17 +112,17 @@ class Report:
         return line
 
 
-def _as_list(value):
+def _as_list(value: object) -> object:
     return value.tolist() if isinstance(value, torch.Tensor) else value
 
 
-def _count(value) -> str:
+def _count(value: Any) -> str:
     if isinstance(value, list):
         return f"{np.asarray(value, dtype=object).size} values"
     return repr(value) if len(repr(value)) < 40 else f"{len(value)} characters"
 
 
-def _short(value) -> str:
+def _short(value: object) -> str:
     text = json.dumps(value)
     return text if len(text) < 120 else text[:117] + "..."
 
@@ -359,20 +361,27 @@ def check_set(directory: str, device: str = "cpu", dtype: torch.dtype = torch.fl
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tempo.conformance", description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("directory", help="fixture directory (README.md, tempo/, base/, videos/, cases/, ...), e.g. "
                                           "a clone's tests/fixtures/conformance")
     parser.add_argument("--case", action="append", help="run only these cases (repeatable)")
     parser.add_argument("--device", default="cpu", help="where the model runs (default: cpu)")
     parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES),
                         help="the model's precision (default: float32, the fixtures')")
-    args = parser.parse_args(argv)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """`tempo conformance`: one line per case and quantity; status 1 if anything does not match."""
     if not os.path.isfile(os.path.join(args.directory, "ata_vectors.json")):
-        parser.error(f"{args.directory} is not a conformance fixture set (no ata_vectors.json)")
+        raise InputError(f"{args.directory} is not a conformance fixture set (no ata_vectors.json)")
     report = check_set(args.directory, args.device, DTYPES[args.dtype], args.case)
     print("\n" + report.summary())
     return 1 if report.failures else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m tempo.conformance`, the old name of `tempo conformance`."""
+    return run_alone("python -m tempo.conformance", __doc__.splitlines()[0], add_arguments, run_check, argv)
 
 
 if __name__ == "__main__":

@@ -5,10 +5,10 @@ Why a process of its own: once decord is loaded (it is, with RTLD_GLOBAL, wherev
 then AOTInductor packages are, that process double-freed or hung at exit in decord's copy of the C++ thread-exit
 handler (torch 2.13, CPU), after every test had passed. So these runs leave with os._exit, as the GPU check does.
 
-    python tests/aoti_process.py fault NAME OUT [--only PHASES]
+    python -m tests.aoti_process fault NAME OUT [--only PHASES]
                                                    the GPU check's dry run with a fault planted (NAME: vision,
                                                    decoding or compiled); exits with the check's code
-    python tests/aoti_process.py tiny DIR          Tempo-Tiny's layer step built into DIR and run against the eager
+    python -m tests.aoti_process tiny DIR          Tempo-Tiny's layer step built into DIR and run against the eager
                                                    forward, and the package offered to the fixture model: DIR/tiny.json
 """
 
@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 
 def quick() -> None:

@@ -9,6 +9,16 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(os.environ.get("TEMPO_FIXTURES", ROOT / "tests" / "fixtures" / "conformance"))
 
 
+SLOW_KINDS = ("browser", "load")  # markers whose tests belong to the slow tier
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A browser journey or a load test is in the slow tier whether or not it says so."""
+    for item in items:
+        if any(item.get_closest_marker(kind) for kind in SLOW_KINDS):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory):
     """Keep relevance-direction caches and hub lookups inside the test run (no network, no home writes)."""

@@ -1,11 +1,16 @@
 """The layout keeps its shape: one concern per module, small modules, and imports that only go down the layers
-(app -> demo -> tempo's tools -> rendering -> analysis -> the engine -> the model -> video -> settings and errors);
-the engine is entered only through its face, and the demo only enters the library's rooms named here."""
+(benchmarks, examples and experiments -> app -> demo -> tempo's tools -> rendering -> analysis -> the engine -> the
+model -> video -> settings and errors); the engine is entered only through its face (and `tempo.engine.steps`, by
+the code that composes its steps), and the demo only enters the library's rooms named here. Every module is named
+in LAYERS: a package's entry covers its modules, but a top-level one ("tempo") is the package's `__init__` alone,
+so a new room must be placed."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import ROOT
 
@@ -13,7 +18,7 @@ MAX_LINES = 400
 APP_MAX_LINES = 40
 ENGINE = "tempo.engine"
 STEPS = "tempo.engine.steps"  # the inner steps' own door, for the code that composes them itself
-STEPS_USERS = ("tempo.bench", "tempo.conformance", "tempo.live")
+STEPS_USERS = ("tempo.bench", "tempo.conformance", "tempo.live", "benchmarks")
 FACE_MAX_NAMES = 15
 # What the app may use of the library: the engine's face, what it reports (events, moments, errors, settings, times,
 # rendering, analysis), the model it loads, the synthetic world's grading of the shipped examples, and the cutter of
@@ -23,7 +28,7 @@ DEMO_MAY_ENTER = ("tempo.engine", "tempo.allocation", "tempo.analysis", "tempo.r
                   "tempo.video.clip")
 # Lowest first. A module may import from its own layer or any layer below, never above.
 LAYERS = [
-    ["tempo.errors", "tempo.timing", "tempo.synthetic"],
+    ["tempo.errors", "tempo.timing", "tempo.synthetic", "tempo.command_line"],
     ["tempo.times"],
     ["tempo.allocation"],
     ["tempo.moments"],
@@ -35,9 +40,9 @@ LAYERS = [
     ["tempo.analysis"],
     ["tempo.render"],
     ["tempo.batch", "tempo.bench", "tempo.conformance", "tempo.cli", "tempo.train", "tempo.integrations",
-     "tempo.live"],
+     "tempo.live", "tempo.eval"],
     ["tempo", "tempo.__main__"],
-    ["demo.refusals", "demo.preview", "demo.html", "demo.settings", "demo.live_view"],
+    ["demo.refusals", "demo.preview", "demo.html", "demo.settings", "demo.live_view", "demo.hosts", "demo.stores"],
     ["demo.chat"],
     ["demo.device", "demo.handover"],
     ["demo.server", "demo.live_sources"],
@@ -46,12 +51,23 @@ LAYERS = [
     ["demo.layout"],
     ["demo.launch", "demo"],
     ["app"],
+    ["benchmarks", "benchmarks.local_app", "benchmarks.server_watch", "benchmarks.mutants", "benchmarks.gpu"],
+    ["benchmarks.app_first_segment", "benchmarks.cold_start", "benchmarks.gpu_reservations", "benchmarks.live",
+     "benchmarks.preprocess", "benchmarks.preview_proxy", "benchmarks.sharpest_frame", "benchmarks.cache_memory",
+     "benchmarks.fuzz", "benchmarks.analysis_tools", "benchmarks.repeat_question", "benchmarks.screenshots",
+     "benchmarks.moments_cost"],
+    ["benchmarks.soak"],
+    ["examples", "examples.make_examples", "examples.check_examples"],
+    ["experiments.follow-ups.measure", "experiments.look-closer.measure", "experiments.tiny-v3.stage3_cost",
+     "experiments.tiny-v3.tag_copy", "experiments.tiny-v4.decoder_cost", "experiments.tiny-v5.interval_ceiling",
+     "experiments.tiny-v5.stage8_cost", "experiments.moments.compare"],
 ]
+ROOTS = ("app", "demo", "tempo", "benchmarks", "examples", "experiments")  # the folders (and app.py) scanned
 
 
 def sources() -> dict[str, Path]:
-    """Every module of the app, demo/ and tempo/, by its dotted name."""
-    files = [ROOT / "app.py", *sorted((ROOT / "demo").rglob("*.py")), *sorted((ROOT / "tempo").rglob("*.py"))]
+    """Every module of the app, demo/, tempo/, benchmarks/, examples/ and experiments/, by its dotted name."""
+    files = [ROOT / "app.py", *(path for root in ROOTS[1:] for path in sorted((ROOT / root).rglob("*.py")))]
     modules = {}
     for path in files:
         parts = list(path.relative_to(ROOT).with_suffix("").parts)
@@ -59,10 +75,14 @@ def sources() -> dict[str, Path]:
     return modules
 
 
+def covers(entry: str, module: str) -> bool:
+    """An entry is a module, or a subpackage and its modules; a top-level package's entry is its `__init__` alone."""
+    return module == entry or ("." in entry and module.startswith(entry + "."))
+
+
 def layer(module: str) -> int:
-    """The layer of the longest table entry that is `module` or a package holding it."""
-    found = [(len(name), index) for index, names in enumerate(LAYERS) for name in names
-             if module == name or module.startswith(name + ".")]
+    """The layer of the longest table entry that covers `module`."""
+    found = [(len(name), index) for index, names in enumerate(LAYERS) for name in names if covers(name, module)]
     if not found:
         raise AssertionError(f"{module} is in no layer: add it to LAYERS in {Path(__file__).name}")
     return max(found)[1]
@@ -82,7 +102,7 @@ def imports(module: str, path: Path, known: dict[str, Path]) -> set[str]:
                 base = ".".join(anchor + ([base] if base else []))
             # `from package import module` imports the module; `from module import name` the module itself.
             found |= {f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names}
-    return {name for name in found if name.split(".")[0] in ("tempo", "demo", "app")}
+    return {name for name in found if name.split(".")[0] in ROOTS}
 
 
 def test_every_module_is_small():
@@ -90,6 +110,48 @@ def test_every_module_is_small():
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > (APP_MAX_LINES if module == "app"
                                                                             else MAX_LINES)}
     assert not long, f"modules over {MAX_LINES} lines (app.py: {APP_MAX_LINES}): {long}"
+
+
+def test_every_module_has_a_layer():
+    unplaced = []
+    for module in sources():
+        try:
+            layer(module)
+        except AssertionError as exc:
+            unplaced.append(str(exc))
+    assert not unplaced, "\n".join(unplaced)
+
+
+def test_a_new_module_must_be_placed_in_the_layers():
+    """The check can fail: a new room of the library, the demo or the benchmarks is in no layer until it is named,
+    however deep it sits in a package."""
+    for module in ("tempo.newroom", "demo.newpanel", "benchmarks.newbench", "examples.newexample"):
+        with pytest.raises(AssertionError, match=rf"^{module} is in no layer: add it to LAYERS"):
+            layer(module)
+    assert layer("tempo.video.newreader") == layer("tempo.video")  # a subpackage's entry covers its modules
+
+
+def path_edits(files: dict[str, Path]) -> list[str]:
+    """Every use of `sys.path` in code: a module is found as a package from the repository's root, never by a
+    file putting its folder on the path."""
+    return [f"{name}:{node.lineno} uses sys.path" for name, path in files.items()
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Attribute) and node.attr == "path" and isinstance(node.value, ast.Name)
+            and node.value.id == "sys"]
+
+
+def test_no_file_edits_sys_path():
+    tests = {f"tests.{path.stem}": path for path in sorted((ROOT / "tests").glob("*.py"))}
+    assert not path_edits({**sources(), **tests}), "\n".join(path_edits({**sources(), **tests}))
+
+
+def test_a_sys_path_edit_is_caught(tmp_path):
+    """The check can fail: a benchmark that puts the root on the path to import its neighbours."""
+    script = tmp_path / "bench.py"
+    script.write_text("import sys\nsys.path[:0] = ['.']\nsys.path.insert(0, '..')\nprint('sys.path')\n",
+                      encoding="utf-8")
+    assert path_edits({"benchmarks.bench": script}) == ["benchmarks.bench:2 uses sys.path",
+                                                        "benchmarks.bench:3 uses sys.path"]
 
 
 def test_imports_only_go_down_the_layers():

@@ -1,11 +1,19 @@
+"""`tempo`, the one command: its subcommands, the work each hands to its module, and the old entry points."""
+
+import importlib
 import io
 import json
+import os
+import runpy
 import subprocess
 import sys
 
 import pytest
 
-from tempo.cli import main, sparkline
+from tempo.cli import checkout, main, sparkline
+from tests.conftest import ROOT
+
+COMMANDS = ["serve", "ask", "batch", "bench", "train", "eval", "conformance", "gpu-check"]  # issue 58's list
 
 
 def run_cli(*args):
@@ -19,9 +27,9 @@ def model_args(fixtures):
     return ["--model", str(fixtures / "tempo"), "--base", str(fixtures / "base" / "tiny-qwen3-vl")]
 
 
-def test_infer_writes_answer_and_json(fixtures, model_args, tmp_path):
+def test_ask_writes_answer_and_json(fixtures, model_args, tmp_path):
     out_json = tmp_path / "result.json"
-    code, out, err = run_cli("infer", "--video", str(fixtures / "videos" / "bikes.mp4"), "--query",
+    code, out, err = run_cli("ask", "--video", str(fixtures / "videos" / "bikes.mp4"), "--question",
                              "How many bikes pass the camera?", "--budget", "10", "--max-new-tokens", "8",
                              "--json", str(out_json), *model_args)
     assert code == 0, err
@@ -37,7 +45,7 @@ def test_infer_writes_answer_and_json(fixtures, model_args, tmp_path):
 def test_fast_seek_samples_key_frames_only(fixtures, model_args, tmp_path):
     out_json = tmp_path / "result.json"
     video = str(fixtures / "videos" / "shapes_40s_320x240.mp4")
-    code, _, err = run_cli("infer", "--video", video, "--query", "When does the red circle appear?", "--fast-seek",
+    code, _, err = run_cli("ask", "--video", video, "--question", "When does the red circle appear?", "--fast-seek",
                            "--budget", "64", "--max-new-tokens", "4", "--json", str(out_json), *model_args)
     assert code == 0, err
     from tempo.video import open_video
@@ -61,7 +69,7 @@ def test_bad_input_is_one_clear_line(fixtures, model_args, tmp_path, video, quer
     if video == "README":
         paths["README"] = str(tmp_path / "notes.mp4")
         (tmp_path / "notes.mp4").write_text("not a video")
-    code, out, err = run_cli("infer", "--video", paths[video], "--query", query, *extra, *model_args)
+    code, out, err = run_cli("ask", "--video", paths[video], "--question", query, *extra, *model_args)
     assert code == 2
     error_lines = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(error_lines) == 1 and message in error_lines[0]
@@ -69,6 +77,7 @@ def test_bad_input_is_one_clear_line(fixtures, model_args, tmp_path, video, quer
 
 
 def test_module_entry_point_reports_errors_without_traceback(fixtures, tmp_path):
+    """`python -m tempo` is `tempo`; `infer --query` is `ask --question` under its old names."""
     result = subprocess.run([sys.executable, "-m", "tempo", "infer", "--video", str(tmp_path / "nope.mp4"),
                              "--query", "hi", "--model", str(fixtures / "tempo"), "--base",
                              str(fixtures / "base" / "tiny-qwen3-vl")], capture_output=True, text=True)
@@ -80,3 +89,101 @@ def test_module_entry_point_reports_errors_without_traceback(fixtures, tmp_path)
 def test_sparkline():
     assert sparkline([0, 4, 8]) == " ▄█"
     assert sparkline([]) == ""
+
+
+def test_pyproject_installs_this_main_as_the_one_console_script():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 and later
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    assert list(scripts) == ["tempo"]
+    module, _, name = scripts["tempo"].partition(":")
+    assert getattr(importlib.import_module(module), name) is main
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_its_help(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: tempo {command} ")
+
+
+def test_python_m_tempo_lists_every_command(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["tempo", "--help"])
+    with pytest.raises(SystemExit) as exit_info:
+        runpy.run_module("tempo", run_name="__main__")
+    listed = {line.split()[0] for line in capsys.readouterr().out.split("COMMAND\n")[-1].splitlines()
+              if line.startswith("    ")}
+    assert exit_info.value.code == 0 and set(COMMANDS) <= listed
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["train", "--scale", "0"], "--scale must be positive"),
+    (["eval", "synthetic", "--n", "0"], "--n must be at least 1"),
+    (["conformance", "no-such-folder"], "no-such-folder is not a conformance fixture set"),
+    (["synthetic", "render", "--seed", "-1", "--out", "x.mp4"], "--seed must be non-negative"),
+    (["serve", "--port", "70000"], "--port must be between 1 and 65535"),
+    (["bench", "--no-such-option"], "unrecognized arguments: --no-such-option"),
+    (["eval"], "required: EVALUATION"),
+])
+def test_each_module_s_refusal_is_one_error_line(argv, message):
+    code, out, err = run_cli(*argv)
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and err.count("\n") == 1 and message in err, err
+
+
+@pytest.mark.parametrize("module, argv, message", [
+    ("tempo.train", ["--scale", "0"], "--scale must be positive"),
+    ("tempo.train.evaluate", ["--n", "0"], "--n must be at least 1"),
+    ("tempo.conformance", ["no-such-folder"], "no-such-folder is not a conformance fixture set"),
+    ("tempo.synthetic", ["render", "--seed", "-1", "--out", "x.mp4"], "--seed must be non-negative"),
+])
+@pytest.mark.filterwarnings("ignore:.*found in sys.modules:RuntimeWarning")  # the module was imported already
+def test_the_old_entry_points_run_the_same_code(module, argv, message, monkeypatch, capsys):
+    """`python -m MODULE`, as Python runs it, in this process."""
+    monkeypatch.setattr(sys, "argv", [module, *argv])
+    with pytest.raises(SystemExit) as exit_info:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1
+    assert err.startswith(f"python -m {module}: error: ") and message in err, err
+
+
+def fake_program(folder, relative, monkeypatch):
+    """A clone whose program writes its arguments and the settings it was given."""
+    path = folder / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"""#!{sys.executable}
+import json, os, sys
+keys = ("GRADIO_SERVER_NAME", "GRADIO_SERVER_PORT", "TEMPO_MODEL", "TEMPO_BASE", "PYTHON", "OUT")
+print(json.dumps({{"argv": sys.argv[1:], "cwd": os.getcwd(), **{{k: os.environ.get(k) for k in keys}}}}))
+sys.exit(3)
+""", encoding="utf-8")
+    path.chmod(0o755)
+    monkeypatch.setattr(checkout, "checkout", lambda: folder)
+
+
+def test_serve_runs_the_clone_s_app_with_its_settings(tmp_path, monkeypatch, capfd):
+    fake_program(tmp_path, "app.py", monkeypatch)
+    for name in ("GRADIO_SERVER_NAME", "TEMPO_BASE"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["serve", "--port", "7999", "--model", "outputs/m"]) == 3  # the app's own exit status
+    ran = json.loads(capfd.readouterr().out)
+    assert ran == {"argv": [], "cwd": str(tmp_path), "GRADIO_SERVER_NAME": None, "GRADIO_SERVER_PORT": "7999",
+                   "TEMPO_MODEL": "outputs/m", "TEMPO_BASE": None, "PYTHON": os.environ.get("PYTHON"),
+                   "OUT": os.environ.get("OUT")}
+
+
+@pytest.mark.parametrize("argv, passed", [([], []), (["--dry-run"], ["--dry-run"]), (["--fetch"], ["fetch"])])
+def test_gpu_check_runs_the_clone_s_script(tmp_path, monkeypatch, capfd, argv, passed):
+    fake_program(tmp_path, "benchmarks/gpu/check", monkeypatch)
+    monkeypatch.delenv("PYTHON", raising=False)
+    assert main(["gpu-check", *argv, "--out", "outputs/x"]) == 3
+    ran = json.loads(capfd.readouterr().out)
+    assert (ran["argv"], ran["cwd"], ran["PYTHON"], ran["OUT"]) == (passed, str(tmp_path), sys.executable,
+                                                                    "outputs/x")
+
+
+def test_a_library_without_a_clone_says_where_serve_needs_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(checkout, "checkout", lambda: tmp_path)
+    code, _, err = run_cli("serve")
+    assert code == 2 and err.startswith("error: `tempo serve` runs app.py from a clone") and str(tmp_path) in err

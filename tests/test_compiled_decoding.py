@@ -20,7 +20,7 @@ from tests.conftest import ROOT
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> dict:
     directory = tmp_path_factory.mktemp("compiled")
-    done = subprocess.run([sys.executable, str(ROOT / "tests" / "aoti_process.py"), "tiny", str(directory)],
+    done = subprocess.run([sys.executable, "-m", "tests.aoti_process", "tiny", str(directory)],
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads((directory / "tiny.json").read_text())

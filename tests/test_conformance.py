@@ -1,4 +1,5 @@
 import json
+import os
 import re
 import subprocess
 import sys
@@ -40,10 +41,10 @@ def test_runner_detects_a_wrong_recorded_value(fixture_copy):
 def test_a_machine_without_pyav_checks_everything_but_the_pipeline(fixtures, tmp_path):
     # The GPU check's machine has decord and no PyAV: every reader that needs PyAV must step aside, not raise.
     (tmp_path / "av.py").write_text("raise ImportError('PyAV hidden for this test')\n")
-    hide = f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import runpy; " \
-           f"runpy.run_module('tempo.conformance', run_name='__main__')"
-    result = subprocess.run([sys.executable, "-c", hide, str(fixtures), "--case", "shapes_red_circle"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=600)
+    # PYTHONPATH comes before the installed packages, so the stand-in is the `av` found
+    result = subprocess.run([sys.executable, "-m", "tempo.conformance", str(fixtures), "--case", "shapes_red_circle"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=600,
+                            env=dict(os.environ, PYTHONPATH=str(tmp_path)))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert re.search(r"ok\s+shapes_red_circle\s+run\s+skipped: PyAV is not installed", result.stdout)
     assert re.search(r"ok\s+shapes_red_circle\s+generated_ids\s+exact", result.stdout)

@@ -21,6 +21,8 @@ from tempo.train.evaluate import (
     questions_of,
 )
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):

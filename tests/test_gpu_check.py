@@ -15,6 +15,8 @@ import pytest
 from demo.device import COST, DATA_SHEETS, GpuCost
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.slow
+
 RESULTS = ROOT / "benchmarks" / "results" / "gpu_check-h200.json"
 RECORDED = ("device", "hour_seconds", "followup_seconds", "peak_memory_gb", "compressor_speedup", "conformance")
 PHASES = ("environment", "conformance", "load", "videos", "warm_up", "hour", "ten_minutes", "follow_ups", "decoding",
@@ -57,7 +59,7 @@ def test_the_dry_run_goes_through_every_phase(tmp_path):
 def planted(fault: str, out, only: str) -> tuple[int, dict]:
     """The dry run with `fault` planted, in a process of its own (tests/aoti_process.py says why), through the
     phases in `only` (and those every phase needs)."""
-    done = subprocess.run([sys.executable, str(ROOT / "tests" / "aoti_process.py"), "fault", fault, str(out),
+    done = subprocess.run([sys.executable, "-m", "tests.aoti_process", "fault", fault, str(out),
                            "--only", only], cwd=ROOT, capture_output=True, text=True, timeout=900)
     return done.returncode, json.loads((out / "gpu_check.json").read_text())
 

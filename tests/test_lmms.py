@@ -20,6 +20,8 @@ from tempo.integrations import lmms  # without the extra this fails, naming its 
 from tempo.train.evaluate import write_jobs
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.slow
+
 BUDGET = 64
 MAX_NEW_TOKENS = 12
 TASK = "tempo_synthetic"

@@ -35,6 +35,8 @@ from tempo.config import Limits
 from tempo.engine import accelerator
 from tempo.video import DecordReader
 
+pytestmark = pytest.mark.slow
+
 CLIENTS = 8
 REQUESTS = int(os.environ.get("TEMPO_LOAD_REQUESTS", "50"))
 WARMUP = min(CLIENTS, REQUESTS // 2)

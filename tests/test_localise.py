@@ -15,6 +15,8 @@ from tempo.train.localise import ABSENT_SHARE, LIST_SIZE, SegmentIndex, ranking_
 from tempo.train.recipe import Recipe
 from tempo.train.staged import STAGES, STATE_FILE, run_stage
 
+pytestmark = pytest.mark.slow
+
 QUESTION = re.compile(r"What colour is the (\w+)\?|(?:When does|How many times does) the (\w+) (\w+) appear\?")
 
 

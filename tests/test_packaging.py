@@ -39,6 +39,13 @@ def test_the_wheel_holds_every_module_and_the_embedded_model(wheel):
     assert model and not model - data, f"model files missing from the wheel: {sorted(model - data)}"
 
 
+def test_the_wheel_installs_the_tempo_command(wheel):
+    archive = zipfile.ZipFile(wheel)
+    (entry_points,) = [n for n in archive.namelist() if n.endswith(".dist-info/entry_points.txt")]
+    scripts = archive.read(entry_points).decode().split("[console_scripts]\n", 1)[1].split("\n\n")[0]
+    assert scripts.strip() == "tempo = tempo.cli:main"
+
+
 def test_every_module_imports_from_the_unpacked_wheel(wheel, tmp_path):
     target = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(target)

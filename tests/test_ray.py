@@ -20,6 +20,8 @@ from tempo.errors import InputError
 from tempo.integrations import MissingExtra, ray_batch, require
 from tempo.train.evaluate import write_jobs
 
+pytestmark = pytest.mark.slow
+
 MAX_NEW_TOKENS = "12"
 
 

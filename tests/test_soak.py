@@ -1,4 +1,4 @@
-"""The soak's short form (benchmarks/soak.py --short): app.py on loopback, 100 requests from 8 clients over 10
+"""The soak's short form (`python -m benchmarks.soak --short`): app.py on loopback, 100 requests from 8 clients over 10
 synthetic videos it has never seen, every endpoint and both MCP tools, repeats and a few hostile files. It passes
 as the app is, and fails behind a planted per-video cache whose key ignores the video (answers mixed between
 videos)."""
@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import csv
 import json
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
+import pytest
 
-import soak  # noqa: E402
-from server_watch import FROM_OWN_CLIENT, OWN_CLIENT  # noqa: E402
+from benchmarks import soak
+from benchmarks.server_watch import FROM_OWN_CLIENT, OWN_CLIENT
+
+pytestmark = pytest.mark.slow
 
 
 def test_the_short_soak_answers_every_request_about_its_own_video(tmp_path):

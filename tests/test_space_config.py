@@ -12,15 +12,11 @@ and so the whole base repo: that names no file the repo might lack (a missing na
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
+from benchmarks import cold_start
 from tempo.model import loading
 from tests.conftest import FIXTURES, ROOT
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import cold_start  # noqa: E402
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 # What the loader reads from the base directory: its config, tokenizer and (video) processor config.

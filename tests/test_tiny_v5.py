@@ -21,6 +21,8 @@ from tempo.train.v4 import FIRST_STAGE, V4_STAGES
 from tests.conftest import ROOT
 from tests.test_tiny_v4 import V3_STATE, pool_without_compression, sources
 
+pytestmark = pytest.mark.slow
+
 FROZEN = json.loads((ROOT / "tests" / "fixtures" / "synthetic" / "v4.json").read_text())
 OLD = ("needle", "grounding", "counting")
 

@@ -18,6 +18,8 @@ from tempo.train.paper import training_allocation
 from tempo.train.recipe import Recipe
 from tempo.video.patches import model_frames, patchify
 
+pytestmark = pytest.mark.slow
+
 K_MAX = 32
 
 

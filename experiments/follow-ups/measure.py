@@ -24,13 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-import tempo  # noqa: E402
-from tempo.engine import compress  # noqa: E402
-from tempo.model.prompts import Exchange, compressor_query  # noqa: E402
-from tempo.synthetic import Question, make_questions, segment_relevance  # noqa: E402
-from tempo.train.evaluate import video_file  # noqa: E402
+import tempo
+from tempo.engine import compress
+from tempo.model.prompts import Exchange, compressor_query
+from tempo.synthetic import Question, make_questions, segment_relevance
+from tempo.train.evaluate import video_file
 
 RULES = ("alone", "always", "referring")
 REFERRING_FOLLOW_UP = "How many times does it appear?"

@@ -3,7 +3,7 @@ video with the page's defaults, then again over the window "Look closer" takes b
 2 fps) around the middle of the segment the compressor found most relevant. Both answers are graded as the page
 grades them (within one segment of each run's own sampling).
 
-    python experiments/look-closer/measure.py [--json experiments/look-closer/results.json]
+    PYTHONPATH=. python experiments/look-closer/measure.py [--json experiments/look-closer/results.json]
 """
 
 from __future__ import annotations
@@ -14,12 +14,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-import tempo  # noqa: E402
-from demo.server import load_examples  # noqa: E402
-from tempo.analysis import most_relevant  # noqa: E402
+import tempo
+from demo.server import load_examples
+from tempo.analysis import most_relevant
 
 
 def main() -> int:

@@ -1,4 +1,4 @@
-"""`python -m tempo batch --engine ray`: a batch's jobs on a Ray cluster, one model per actor.
+"""`tempo batch --engine ray`: a batch's jobs on a Ray cluster, one model per actor.
 
 The jobs file, the result lines and the resume are the local engine's (`tempo.batch`): jobs already answered in
 the output are skipped, and each line is appended as soon as its job ends, in the order jobs finish. Ray Data

@@ -6,7 +6,7 @@ logit minus the median logit of the recent segments. A median ignores the few sp
 make the rule the same at any level. The relevance must also be above a floor, so that a blip from 0.0002 to 0.02
 (a hundredfold rise, but still "no") is not an alert. One moment raises one alert: segments that stay high after it
 belong to it until the relevance falls back under half the rise. The defaults were chosen by measurement on
-synthetic streams from unseen seeds (`python benchmarks/live.py alerts`, docs/live.md): on the tuning seeds a rise
+synthetic streams from unseen seeds (`python -m benchmarks.live alerts`, docs/live.md): on the tuning seeds a rise
 of 4 with a floor of 0.1 alerted 36 of 38 showings with 0.7 false alerts per 10 minutes; a rise of 2 or 3 alerted
 no more and falsely more often, a rise of 5 missed 4 more."""
 

@@ -17,7 +17,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 import torch
 from torch import nn
@@ -26,6 +26,7 @@ from transformers import Qwen3ForCausalLM
 from .static_decoding import ATTENTIONS, SPLIT, layer_step
 
 if TYPE_CHECKING:
+    from torch.export.pt2_archive._package import AOTICompiledModel
     from transformers.models.qwen3.modeling_qwen3 import Qwen3DecoderLayer
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ def build(lm: Qwen3ForCausalLM, path: str | os.PathLike, attention: str = "split
     return seconds
 
 
-class CompiledLayers(Sequence):
+class CompiledLayers(Sequence["AOTICompiledModel"]):
     """A package loaded once per decoder layer of `lm`, each copy running on that layer's own weights; indexable as
     `StaticDecoding`'s `layers`. A package built for other shapes, another dtype, device or torch is refused before
     any weight is handed over."""
@@ -116,7 +117,7 @@ class CompiledLayers(Sequence):
         self.runners = [self._weighted(first if i == 0 else torch._inductor.aoti_load_package(self.path), block)
                         for i, block in enumerate(blocks)]
 
-    def _weighted(self, runner, block: nn.Module):
+    def _weighted(self, runner: AOTICompiledModel, block: nn.Module) -> AOTICompiledModel:
         """`runner` pointed at `block`'s own tensors (nothing copied)."""
         weights = {f"block.{name}": tensor for name, tensor in
                    [*block.named_parameters(remove_duplicate=False), *block.named_buffers(remove_duplicate=False)]}
@@ -127,8 +128,12 @@ class CompiledLayers(Sequence):
     def __len__(self) -> int:
         return len(self.runners)
 
-    def __getitem__(self, index):
+    @overload
+    def __getitem__(self, index: int) -> AOTICompiledModel: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[AOTICompiledModel]: ...
+    def __getitem__(self, index: int | slice) -> AOTICompiledModel | list[AOTICompiledModel]:
         return self.runners[index]
 
-    def __iter__(self) -> Iterator:
+    def __iter__(self) -> Iterator[AOTICompiledModel]:
         return iter(self.runners)

@@ -79,7 +79,8 @@ def _flex(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, visible: to
     a single query row runs its split-KV decoding kernel on a GPU. Eagerly it is a slow reference."""
     from torch.nn.attention.flex_attention import flex_attention
 
-    def masked(score, batch, head, q_index, kv_index):
+    def masked(score: torch.Tensor, batch: torch.Tensor, head: torch.Tensor, q_index: torch.Tensor,
+               kv_index: torch.Tensor) -> torch.Tensor:  # 0-d tensors: FlexAttention maps it over every score
         return torch.where(visible[kv_index], score, float("-inf"))
 
     kv, g, hd = q.shape[1], q.shape[2], q.shape[3]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 def stacked_chunk_attention(self: StackedChunkAttention, hidden_states: torch.Tensor, cu_seqlens: torch.Tensor,
                             position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
-                            **kwargs) -> torch.Tensor:
+                            **kwargs: Any) -> torch.Tensor:
     """`Qwen3VLVisionAttention.forward` for equal chunks: the same projections, rotary embedding and scaled dot-product
     attention within each chunk, with the chunks as the batch."""
     if not self.chunk_lengths.stack or len(set(lengths := self.chunk_lengths.of(cu_seqlens))) != 1:

@@ -1,4 +1,4 @@
-"""`python -m tempo figures results.jsonl --out DIR`: the paper's allocation figures for a batch's results.
+"""`tempo figures results.jsonl --out DIR`: the paper's allocation figures for a batch's results.
 
 1. tokens per segment: the share of all segments of all jobs that kept each number of tokens (the paper: strongly
    right-skewed, most segments at k_min, a thin tail near k_max, stable across budgets), split by question

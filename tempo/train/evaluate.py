@@ -1,4 +1,4 @@
-"""`python -m tempo.train.evaluate`: a model on unseen synthetic long videos, ATA against the paper's ablations.
+"""`tempo eval synthetic`: a model on unseen synthetic long videos, ATA against the paper's ablations.
 
 Every video gets one question per family (needle, grounding, counting, global, and since issue 47 interval and
 order, drawn from a stream of their own so the first four stay as they were; `--families` picks). Each is
@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import allocation
 from ..analysis import allocation_shape
+from ..command_line import run_alone
 from ..config import AllocationConfig, GenerationConfig, RunConfig, Zoom
 from ..engine import compress, reanswer
 from ..errors import InputError
@@ -297,7 +298,7 @@ def localisation(model: TempoModel, n: int, seed: int, min_duration: float, max_
 
 def write_jobs(path: str, n: int, seed: int, budgets: list[int], min_duration: float, max_duration: float,
                directory: str, families: tuple[str, ...] = FAMILIES) -> int:
-    """The evaluation's questions as `python -m tempo batch` jobs, once per budget, with their family, expected
+    """The evaluation's questions as `tempo batch` jobs, once per budget, with their family, expected
     answer and evidence; returns how many jobs were written. By default v4's four families: the batch and lmms
     integrations are tested on exactly those."""
     check_seeds(seed, n)
@@ -314,8 +315,7 @@ def write_jobs(path: str, n: int, seed: int, budgets: list[int], min_duration: f
     return len(lines)
 
 
-def arguments() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m tempo.train.evaluate", description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=int, default=40, help="number of videos (default 40)")
     parser.add_argument("--seed", type=int, default=0, help="first video seed (default 0)")
     parser.add_argument("--budget", type=int, help="fixed token budget (default: a quarter of all memory tokens)")
@@ -332,7 +332,7 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--localisation-only", action="store_true",
                         help="only the compressor: how often its most relevant segment is on the evidence")
     parser.add_argument("--write-jobs", metavar="JOBS", help="instead of evaluating, write the questions as "
-                                                             "`python -m tempo batch` jobs to this file")
+                                                             "`tempo batch` jobs to this file")
     parser.add_argument("--families", default=",".join(ALL_FAMILIES),
                         help="comma-separated question families (default: all six; "
                              "needle,grounding,counting,global gives v4's reports exactly)")
@@ -340,23 +340,21 @@ def arguments() -> argparse.ArgumentParser:
                         help="also answer with this zoom setting, against ATA over the whole video (default auto)")
     parser.add_argument("--budgets", default="512,1024", help="with --write-jobs: one job per question and budget "
                                                               "(comma-separated; default 512,1024)")
-    return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = arguments()
-    args = parser.parse_args(argv)
+def run_evaluation(args: argparse.Namespace) -> int:
+    """`tempo eval synthetic`: the tables on stdout, the report in `--json`, the sweep in `--plot`."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     for chatty in ("kaleido", "choreographer"):  # the PNG renderer logs every browser step at INFO
         logging.getLogger(chatty).setLevel(logging.WARNING)
     if args.n < 1:
-        parser.error("--n must be at least 1")
+        raise InputError("--n must be at least 1")
     if args.plot and args.no_sweep:
-        parser.error("--plot draws the budget sweep; drop --no-sweep")
+        raise InputError("--plot draws the budget sweep; drop --no-sweep")
     families = tuple(f for f in ALL_FAMILIES if f in args.families.split(","))
     unknown = set(args.families.split(",")) - set(ALL_FAMILIES)
     if unknown or not families:
-        parser.error(f"--families takes some of {','.join(ALL_FAMILIES)}, got {args.families!r}")
+        raise InputError(f"--families takes some of {','.join(ALL_FAMILIES)}, got {args.families!r}")
     try:
         if args.write_jobs:
             budgets = [int(b) for b in args.budgets.split(",")]
@@ -374,8 +372,8 @@ def main(argv: list[str] | None = None) -> int:
                               args.videos_dir, k_min=args.k_min, sweep=not args.no_sweep, families=families,
                               zoom=args.zoom)
             print_report(report)
-    except (ValueError, InputError) as exc:
-        parser.error(str(exc))
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     if args.json_out:
         with open(args.json_out, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=2)
@@ -386,6 +384,11 @@ def main(argv: list[str] | None = None) -> int:
             print(exc, file=sys.stderr)
             return 1
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m tempo.train.evaluate`, the old name of `tempo eval synthetic`."""
+    return run_alone("python -m tempo.train.evaluate", __doc__.splitlines()[0], add_arguments, run_evaluation, argv)
 
 
 if __name__ == "__main__":

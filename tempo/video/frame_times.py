@@ -9,6 +9,10 @@ import heapq
 import os
 import threading
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import av
 
 
 class WrongReader(Exception):
@@ -16,7 +20,7 @@ class WrongReader(Exception):
     frames); another reader takes over."""
 
 
-def listed_in_order(entries, total: int) -> bool:
+def listed_in_order(entries: av.index.IndexEntries, total: int) -> bool:
     """Whether a container's index (PyAV's `index_entries`) lists `total` frames, with data, in decoding order."""
     if len(entries) != total:
         return False
@@ -34,7 +38,8 @@ class FrameTimes:
     one time, or ends with another count of frames than `total` raises WrongReader: on opening where the index
     cannot vouch for it (`open`), else when its packets are read."""
 
-    def __init__(self, packets: Iterator, total: int, container=None):
+    def __init__(self, packets: Iterator[av.Packet[av.VideoStream]], total: int,
+                 container: av.container.InputContainer | None = None) -> None:
         """`packets`: the stream's packets in decoding order (PyAV's, or anything with pts, dts, size and
         is_keyframe); `container`, closed at their end, is where they come from."""
         self.total = total
@@ -43,11 +48,11 @@ class FrameTimes:
         self._pending: list[int] = []  # times read whose place is not final yet (a heap)
         self._lock = threading.Lock()
         self._container = container
-        self._packets: Iterator | None = packets
+        self._packets: Iterator[av.Packet[av.VideoStream]] | None = packets
         self._dts: int | None = None
 
     @classmethod
-    def open(cls, path: str | os.PathLike, total: int) -> FrameTimes:
+    def open(cls, path: str | os.PathLike[str], total: int) -> FrameTimes:
         """Times read lazily where the container's index lists every frame in decoding order (MP4, MOV); read in
         full and checked now where it does not (MKV lists key frames only), before any frame is decoded."""
         import av

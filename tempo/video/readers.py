@@ -8,7 +8,7 @@ import logging
 import math
 import os
 from collections.abc import Callable, Generator, Iterator, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -17,6 +17,9 @@ from ..errors import VideoError
 from .frame_times import FrameTimes, WrongReader
 from .probe import oversized_frame
 from .sampling import SamplingPlan, VideoInfo, keyframe_plan, long_edge_size, uniform_plan
+
+if TYPE_CHECKING:
+    import av
 
 log = logging.getLogger(__name__)
 UNLIMITED = float("inf")
@@ -46,7 +49,7 @@ def _decode_threads() -> int:
 
 
 @functools.cache
-def _one_conversion_thread() -> dict[str, int]:
+def _one_conversion_thread() -> dict[str, Any]:
     """PyAV 17 and later convert each frame on a thread per core unless told otherwise: readers run one per core
     already, and a conversion's threads cost more than they saved (docs/speed.md)."""
     import av
@@ -54,7 +57,7 @@ def _one_conversion_thread() -> dict[str, int]:
     return {"threads": 1} if int(av.__version__.split(".")[0]) >= 17 else {}
 
 
-def _rgb(frame, max_pixels: float, **resize) -> np.ndarray:
+def _rgb(frame: av.VideoFrame, max_pixels: float, **resize: Any) -> np.ndarray:
     """A PyAV frame as an RGB array, refused before conversion if it is larger than `max_pixels`."""
     if frame.width * frame.height > max_pixels:
         raise oversized_frame(frame.width, frame.height, max_pixels)
@@ -169,11 +172,11 @@ class KeyframeReader(PyAVReader):
     def read(self, indices: Sequence[int]) -> Iterator[np.ndarray]:
         import av
 
-        ordinal = {pts: i for i, pts in enumerate(self.pts)}
+        ordinal: dict[int | None, int] = {pts: i for i, pts in enumerate(self.pts)}  # looked up by a frame's pts
         with av.open(self._path) as container:
             stream = container.streams.video[0]
             stream.codec_context.skip_frame = "NONKEY"
-            frames: Iterator = iter(())
+            frames: Iterator[av.VideoFrame] = iter(())
             last = None
             for index in indices:
                 if index != last:
@@ -186,7 +189,8 @@ class KeyframeReader(PyAVReader):
                     last = index
                 yield rgb
 
-    def _next_keyframe(self, frames: Iterator, ordinal: dict, index: int) -> np.ndarray:
+    def _next_keyframe(self, frames: Iterator[av.VideoFrame], ordinal: dict[int | None, int],
+                        index: int) -> np.ndarray:
         for frame in frames:
             found = ordinal.get(frame.pts)
             if found == index:
@@ -229,7 +233,8 @@ class SparseReader(PyAVReader):
                     raise VideoError(f"{os.path.basename(self._path)}: frame {indices[position]} could not be "
                                      f"decoded.")
 
-    def _run(self, container, stream, wanted: list[int], position: int) -> Generator[np.ndarray, None, tuple]:
+    def _run(self, container: av.container.InputContainer, stream: av.VideoStream, wanted: list[int],
+             position: int) -> Generator[np.ndarray, None, tuple[int, bool]]:
         """Wanted frames from `position` on, decoding from where the container was sought to, until the end of the
         file or until seeking to a key frame reaches the next wanted frame sooner; returns how far it got and
         whether it stopped to seek."""
@@ -288,7 +293,7 @@ def threads_per_worker(workers: int) -> int:
     return max(1, _available_cores() // workers)
 
 
-def open_sparse(path: str | os.PathLike, max_pixels: float = UNLIMITED) -> SparseReader | None:
+def open_sparse(path: str | os.PathLike[str], max_pixels: float = UNLIMITED) -> SparseReader | None:
     """A SparseReader where the file's frame times identify its frames, else None (decode every frame)."""
     try:
         return SparseReader(os.fspath(path), max_pixels)
@@ -323,7 +328,7 @@ def plan_sampling(reader: FrameReader, sampling: SamplingConfig) -> SamplingPlan
     return uniform_plan(reader.info, sampling)
 
 
-def open_video(path: str | os.PathLike, keyframes_only: bool = False, long_edge: int | None = None,
+def open_video(path: str | os.PathLike[str], keyframes_only: bool = False, long_edge: int | None = None,
                decord: bool = True, max_pixels: float = UNLIMITED) -> FrameReader:
     """Open with decord, falling back to PyAV (or key frames only, with PyAV, shrunk to `long_edge` as they are
     decoded); raise VideoError with a readable reason when neither can read it. Reading a frame larger than

@@ -68,7 +68,7 @@ def coefficients(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray]:
 # Compiled for its one signature when defined (from numba's disk cache, in a fraction of a second), so that a
 # decoding process forked from a warm one never compiles it again.
 @numba.njit("void(uint8[:, :, ::1], int64[:, ::1], int32[:, ::1], uint8[:, :, ::1])", nogil=True, cache=True)
-def _resample_rows(source, bounds, weights, out):
+def _resample_rows(source: np.ndarray, bounds: np.ndarray, weights: np.ndarray, out: np.ndarray) -> None:
     """uint8 source [N, rows_in, R] -> out [N, rows_out, R]: each output row a weighted sum of input rows."""
     half = np.int32(1 << (PRECISION_BITS - 1))
     acc = np.empty(source.shape[2], dtype=np.int32)

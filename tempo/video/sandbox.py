@@ -22,7 +22,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from multiprocessing import resource_tracker, shared_memory
+from multiprocessing import queues, resource_tracker, shared_memory
 
 import numpy as np
 import torch
@@ -136,14 +136,14 @@ def warm_up() -> None:
 class Ring:
     """The child's side of the shared slots: made at the first segment, sized by it; the parent unlinks it."""
 
-    def __init__(self, results, free, slot_bytes: int):
+    def __init__(self, results: queues.Queue[Message], free: queues.Queue[int], slot_bytes: int) -> None:
         self.memory = shared_memory.SharedMemory(create=True, size=SLOTS * slot_bytes)
         resource_tracker.unregister(self.memory._name, "shared_memory")  # type: ignore[attr-defined]  # the parent unlinks it, at once
         self.slots = np.ndarray((SLOTS, slot_bytes), np.uint8, self.memory.buf)
         self.free = free
         results.put(SlotsMade(self.memory.name, slot_bytes))
 
-    def send(self, results, segment: PreparedSegment) -> None:
+    def send(self, results: queues.Queue[Message], segment: PreparedSegment) -> None:
         rows = segment.pixel_rows.numpy()
         if rows.nbytes > self.slots.shape[1]:  # a segment bigger than the first: by pipe
             results.put(Segment(segment.index, None, rows, segment.grid, segment.thumbnail, segment.shown))
@@ -153,7 +153,8 @@ class Ring:
         results.put(Segment(segment.index, slot, rows.shape, segment.grid, segment.thumbnail, segment.shown))
 
 
-def _decode(path: str, sampling: SamplingConfig, geometry: PatchGeometry, limits: Limits, results, free) -> None:
+def _decode(path: str, sampling: SamplingConfig, geometry: PatchGeometry, limits: Limits,
+            results: queues.Queue[Message], free: queues.Queue[int]) -> None:
     """The child: plan, then every segment, then the stage timings; or why it could not."""
     # PyAV's log level stays None (FFmpeg's messages dropped in C): any level routes FFmpeg's frame threads
     # through a Python callback that needs the GIL, and a damaged VP9 stream then deadlocks the decoder.

@@ -1,32 +1,32 @@
-"""`python -m tempo infer`: answer a question about a video from the terminal, showing where tokens go;
-`python -m tempo batch`: many jobs from a JSON Lines file; `python -m tempo figures`: allocation figures of a
-batch's results."""
+"""The commands that answer questions: `tempo ask` (one question about a video, from the terminal, showing where
+tokens go), `tempo batch` (many jobs from a JSON Lines file) and `tempo figures` (allocation figures of a batch's
+results)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
-import sys
-from collections.abc import Sequence
-from typing import NoReturn, TextIO
+from collections.abc import Callable, Sequence
+from typing import TextIO
 
-from . import batch as batch_module
-from . import model as tempo_model
-from .config import CLI, Limits, RunConfig, settings
-from .engine import check_question, run
-from .errors import InputError, TempoError
-from .events import AllocationDone, AnswerToken, Finished, SegmentCompressed, VideoProbed, Zoomed
-from .model import CheckpointSpec
-from .render import figures as figures_module
-from .render.progress import RunProgress
-from .render.report import Asked, write_report
-from .render.terminal import ProgressLine
-from .render.text import timings_text
-from .times import clock, span
+from .. import batch as batch_module
+from .. import model as tempo_model
+from ..config import CLI, Limits, RunConfig, settings
+from ..engine import check_question, run
+from ..errors import InputError
+from ..events import AllocationDone, AnswerToken, Finished, SegmentCompressed, VideoProbed, Zoomed
+from ..model import CheckpointSpec
+from ..render import figures as figures_module
+from ..render.progress import RunProgress
+from ..render.report import Asked, write_report
+from ..render.terminal import ProgressLine
+from ..render.text import timings_text
+from ..times import clock, span
 
 BAR = " ▁▂▃▄▅▆▇█"
+
+Work = Callable[[argparse.Namespace, TextIO, TextIO], int]  # a command that writes to the streams it is given
 
 
 def sparkline(values: Sequence[float]) -> str:
@@ -40,16 +40,6 @@ def segment_done(progress: ProgressLine, event: SegmentCompressed) -> None:
     done = event.index + 1
     progress.show(done, f"compressing {done}/{event.num_segments} segments  [{clock(event.start, 1)}-"
                         f"{clock(event.end, 1)}] relevance {event.relevance:.3f}  ETA {progress.eta(done):4.0f}s")
-
-
-class UsageError(Exception):
-    """A command line argparse cannot parse (reported by `main` as one `error:` line, status 2)."""
-
-
-class Parser(argparse.ArgumentParser):
-    # argparse would print the usage and exit; main reports it like other errors
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -86,18 +76,17 @@ def number(text: str) -> object:
     return text
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="python -m tempo", description="Query-aware long-video compression.")
-    commands = parser.add_subparsers(dest="command", required=True)
-    infer = commands.add_parser("infer", help="answer a question about a video")
-    infer.add_argument("--video", required=True, help="video file (mp4, mkv, webm, ...)")
-    infer.add_argument("--query", required=True, help="the question")
-    add_model_options(infer)
-    add_run_options(infer)
-    infer.add_argument("--json", dest="json_out", help="write the answer, per-segment data and timings here")
-    infer.add_argument("--report", help="write a self-contained HTML report of the run here (opens offline)")
-    batch = commands.add_parser("batch", help="answer many (video, question) jobs from a JSON Lines file",
-                                description=batch_module.__doc__.split("\n\n")[0])
+def add_ask_arguments(ask: argparse.ArgumentParser) -> None:
+    ask.add_argument("--video", required=True, help="video file (mp4, mkv, webm, ...)")
+    ask.add_argument("--question", "--query", dest="question", required=True,
+                     help="the question (--query is its old name, kept for a release)")
+    add_model_options(ask)
+    add_run_options(ask)
+    ask.add_argument("--json", dest="json_out", help="write the answer, per-segment data and timings here")
+    ask.add_argument("--report", help="write a self-contained HTML report of the run here (opens offline)")
+
+
+def add_batch_arguments(batch: argparse.ArgumentParser) -> None:
     batch.add_argument("--input", required=True, help="jobs: one JSON object per line with id, video, question "
                                                       "and optional settings (budget, strategy, k_min, ...)")
     batch.add_argument("--output", required=True, help="results, one JSON line per job (appended; resumable)")
@@ -109,15 +98,15 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "else 1)")
     add_model_options(batch)
     add_run_options(batch)
-    figures = commands.add_parser("figures", help="the paper's allocation figures for a batch's results",
-                                  description=figures_module.__doc__.split("\n\n")[0])
+
+
+def add_figures_arguments(figures: argparse.ArgumentParser) -> None:
     figures.add_argument("results", help="a batch's results (JSON Lines)")
     figures.add_argument("--out", required=True, help="folder for the PNG and HTML figures and figures.json")
     figures.add_argument("--split", choices=["auto", "family", "budget", "none"], default="auto",
                          help="split the tokens-per-segment histogram (default: by family when the jobs carry one, "
                               "else by budget when budgets differ)")
     figures.add_argument("--verbose", action="store_true", help="log details")
-    return parser
 
 
 def run_config(args: argparse.Namespace, limits: Limits, spec: CheckpointSpec | None) -> RunConfig:
@@ -127,13 +116,13 @@ def run_config(args: argparse.Namespace, limits: Limits, spec: CheckpointSpec | 
     return RunConfig(limits=limits).with_settings(given, spec)
 
 
-def infer(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+def ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     limits = Limits.from_env()
-    check_question(args.query, limits.max_question_chars)  # before the (slow) model load
+    check_question(args.question, limits.max_question_chars)  # before the (slow) model load
     model = tempo_model.from_pretrained(args.model, base=args.base, device=args.device, dtype=args.dtype)
     config = run_config(args, limits, model.spec)
-    progress, run_progress = None, RunProgress(args.query)
-    for event in run(model, args.video, args.query, config):
+    progress, run_progress = None, RunProgress(args.question)
+    for event in run(model, args.video, args.question, config):
         run_progress.update(event)
         if isinstance(event, VideoProbed):
             err.write(f"{os.path.basename(event.path)}: {clock(event.duration, 1)} at {event.native_fps:.2f} fps, "
@@ -176,7 +165,7 @@ def batch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     check_engine_options(args)
     jobs = batch_module.read_jobs(args.input)  # before the (slow) model load: a missing file is refused at once
     if args.engine == "ray":
-        from .integrations import ray_batch  # an extra: imported only when asked for
+        from ..integrations import ray_batch  # an extra: imported only when asked for
 
         # no model here: each job checks the settings against the checkpoint on the actor that runs it
         summary = ray_batch.run_batch(jobs, args.output, run_config(args, limits, None), err,
@@ -205,22 +194,3 @@ def figures(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
               f"figures.json in {args.out}\n")
     return 0
 
-
-def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-    except UsageError as exc:
-        err.write(f"error: {exc}\n")
-        return 2
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
-    try:
-        return {"infer": infer, "batch": batch, "figures": figures}[args.command](args, out, err)
-    except TempoError as exc:
-        err.write(f"error: {exc}\n")
-        return 2
-    except OSError as exc:
-        err.write(f"error: {exc.strerror or exc} ({exc.filename})\n" if exc.filename else f"error: {exc}\n")
-        return 2
-    except KeyboardInterrupt:
-        err.write("interrupted\n")
-        return 130

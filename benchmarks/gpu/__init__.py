@@ -1,0 +1,1 @@
+"""The GPU check's modules (`benchmarks/gpu/check` runs `python -m benchmarks.gpu.measure`)."""
