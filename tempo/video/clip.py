@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -22,6 +23,7 @@ log = logging.getLogger(__name__)
 SLACK_S = 1e-3  # a frame this close before the start (or the end) counts as at it: times are rounded to the ms
 COPIED_AUDIO = frozenset({"aac", "mp3", "ac3", "eac3", "opus", "alac", "flac"})  # what an mp4 holds as it is
 ENCODER = "libx264"
+AV = Any  # a PyAV container, stream or packet (PyAV is imported where it is used)
 ENCODER_OPTIONS = {"preset": "veryfast", "crf": "18"}  # visually lossless, and fast enough for minutes of video
 
 
@@ -86,12 +88,12 @@ def cut_clip(video: str | os.PathLike, start: float, end: float, target: str | o
     return Clip(Path(target), (cut.first_pts - base) * seconds, (cut.end_pts - base) * seconds, frames, cut.copied)
 
 
-def stream_origin(stream) -> int:
+def stream_origin(stream: AV) -> int:
     """The stream's time zero (its first timestamp), from which video times are counted as the readers count them."""
     return stream.start_time or 0
 
 
-def plan_cut(source, stream, start: float, end: float, name: str) -> Cut:
+def plan_cut(source: AV, stream: AV, start: float, end: float, name: str) -> Cut:
     """Which frames the clip keeps and whether its packets can be copied: when the first kept frame is a key frame
     and the packets from it, in decoding order, hold the kept frames and nothing else."""
     base, unit = stream_origin(stream), float(stream.time_base)
@@ -113,7 +115,7 @@ def plan_cut(source, stream, start: float, end: float, name: str) -> Cut:
     return Cut(first, last, end_pts, len(kept), bool(copied), seek)
 
 
-def copy_packets(source, stream, audio, output, cut: Cut) -> int:
+def copy_packets(source: AV, stream: AV, audio: AV, output: AV, cut: Cut) -> int:
     """The kept packets (and the audio's in their span) muxed as they are, their times moved to start at zero."""
     video_out = output.add_stream_from_template(stream)
     audio_out = output.add_stream_from_template(audio) if audio is not None else None
@@ -136,7 +138,7 @@ def copy_packets(source, stream, audio, output, cut: Cut) -> int:
     return frames
 
 
-def copy_audio(packet, stream, cut: Cut, audio_out, output) -> bool:
+def copy_audio(packet: AV, stream: AV, cut: Cut, audio_out: AV, output: AV) -> bool:
     """An audio packet muxed when it falls in the clip's span; whether it came before the span's end."""
     seconds = float(stream.time_base)
     begin = (cut.first_pts - stream_origin(stream)) * seconds
@@ -149,7 +151,7 @@ def copy_audio(packet, stream, cut: Cut, audio_out, output) -> bool:
     return when < finish
 
 
-def shift(packet, origin: int, stream) -> None:
+def shift(packet: AV, origin: int, stream: AV) -> None:
     """`packet` moved `origin` earlier and sent to `stream` of the output."""
     packet.pts -= origin
     if packet.dts is not None:
@@ -157,7 +159,7 @@ def shift(packet, origin: int, stream) -> None:
     packet.stream = stream
 
 
-def encode_frames(source, stream, audio, output, cut: Cut, limits: Limits) -> int:
+def encode_frames(source: AV, stream: AV, audio: AV, output: AV, cut: Cut, limits: Limits) -> int:
     """The kept frames decoded from the key frame before them and encoded again as H.264 (4:2:0, even sizes), at
     the source's times."""
     context = stream.codec_context
