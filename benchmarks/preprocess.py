@@ -24,7 +24,8 @@ import torch
 from PIL import Image
 
 from tempo import bench
-from tempo.config import SamplingConfig, cache_folder
+from tempo.config import SamplingConfig
+from tempo.paths import cache_folder
 from tempo.video import long_edge_size
 from tempo.video.patches import PatchGeometry, fit_long_edge, frame_size
 from tempo.video.resample import resize

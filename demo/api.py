@@ -16,6 +16,7 @@ from tempo.analysis import most_relevant, usable
 from tempo.errors import InputError
 from tempo.events import AllocationDone, Finished, Segment, SegmentCompressed
 from tempo.model.prompts import Exchange
+from tempo.render.gallery import write_gallery
 from tempo.render.progress import RunProgress, Status
 from tempo.render.report import Asked, Truth
 from tempo.times import clock, span
@@ -151,3 +152,36 @@ def report(server: Server, video: object, question: str, **settings: object) -> 
         yield str(server.write_report([asked], Path(workdir, "tempo-report.html")))
     finally:  # Gradio has copied the file into its cache by now
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@refused
+def clip(server: Server, video: object, *, start: object, end: object) -> Iterator[str]:
+    """A span of the video as an mp4 (a moment from /answer's "moments": its start and end, in seconds or as
+    m:ss): copied from the file where its key frames allow, else encoded again; its first and last frames are the
+    span's. Up to the server's clip length (300 s unless $TEMPO_MAX_CLIP_S says otherwise)."""
+    workdir = tempfile.mkdtemp(prefix="tempo-app-")
+    try:
+        yield str(server.clip(video, start, end, Path(workdir)).path)
+    finally:  # Gradio has copied the file into its cache by now
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@refused
+def gallery(server: Server, video: object, question: str, **settings: object) -> Iterator[str]:
+    """The run's moments as one PNG: each moment's key frame, ranked, with its time and score (the page's
+    "Highlights · PNG")."""
+    request = server.request(video, question, settings)
+    progress = RunProgress(request.question)
+    for event in server.run(request):
+        progress.update(event)
+    result = progress.finished
+    if result is None or not result.moments:
+        raise InputError("This run found no moments to show (compression off, or a video with no relevance).")
+    workdir = tempfile.mkdtemp(prefix="tempo-app-")
+    try:
+        segments = (list(progress.zoom.segments) if progress.zoom else []) + progress.segments  # a zoom's both passes
+        yield str(write_gallery(result.moments, segments, Path(workdir, "tempo-highlights.png"), request.question,
+                                request.video))
+    finally:  # Gradio has copied the file into its cache by now
+        shutil.rmtree(workdir, ignore_errors=True)
+

@@ -9,7 +9,7 @@ from functools import cached_property
 
 import plotly.graph_objects as go
 
-from tempo.events import Finished
+from tempo.events import Finished, Segment
 from tempo.model.prompts import Exchange
 from tempo.render.progress import RunProgress
 from tempo.render.report import Asked, Truth, filmstrip_html
@@ -17,7 +17,7 @@ from tempo.render.text import answer_text
 from tempo.render.timeline import timeline_figure
 from tempo.times import clock, span
 
-from .html import key_frames_html, looked_html, pending_html, question_html, seekable
+from .html import key_frames_html, looked_html, moments_html, pending_html, question_html, seekable
 
 MAX_TURNS = 24  # a conversation keeps its latest turns (each holds its run's thumbnails)
 
@@ -69,6 +69,16 @@ class Turn:
     @cached_property
     def looked(self) -> str:
         return looked_html(self.progress.segments)
+
+    @cached_property
+    def moments(self) -> str:
+        return moments_html(self.result.moments)
+
+    @property
+    def highlight_segments(self) -> list[Segment]:
+        """The segments its moments span: a zoomed run's whole-video pass as well as its window's."""
+        zoom = self.progress.zoom
+        return (list(zoom.segments) if zoom else []) + self.progress.segments
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,11 @@ from tempo.engine import check_file
 from tempo.errors import InputError, TempoError
 from tempo.events import AllocationDone, AnswerToken, Finished, SegmentCompressed, SegmentRead, VideoProbed, Zoomed
 from tempo.render.export import export
+from tempo.render.gallery import write_gallery
 from tempo.render.progress import RunProgress
 from tempo.render.text import answer_text
 from tempo.render.timeline import axis_of, comparison_figure, sweep_figure, timeline_figure
-from tempo.times import clock
+from tempo.times import clock, span
 
 from . import preview
 from .chat import Conversation, Turn, continued, history, messages
@@ -75,7 +76,8 @@ def analyze(server: Server, video: object, question: str, *, conversation: objec
     hidden = gr.DownloadButton(visible=False)
     yield {"status": status_html(progress), "timeline": empty_timeline(),
            "chat": messages(conversation, str(question or "")), "gallery": "", "stats": "", "json_file": hidden,
-           "csv_file": hidden, "report_file": hidden, "filmstrip": "", "truth": ""}
+           "csv_file": hidden, "report_file": hidden, "filmstrip": "", "truth": "", "moments": "",
+           "clip_file": hidden, "highlights_file": hidden}
     try:
         request = server.request(video, question, settings, bool(every_token))
         progress.question = request.question
@@ -157,17 +159,44 @@ def turn_updates(conversation: Conversation) -> Updates:
     return {"timeline": turn.figure, "status": status_html(progress),
             "chat": messages(conversation), "conversation": conversation, "gallery": turn.key_frames,
             "stats": stats_html(turn.result, progress.allocation.context_truncated), "filmstrip": turn.filmstrip,
-            "truth": truth_html(turn.truth)}
+            "truth": truth_html(turn.truth), "moments": turn.moments, "clip_file": gr.DownloadButton(visible=False)}
 
 
 def downloads(server: Server, conversation: Conversation, workdir: Path) -> Updates:
-    """Every turn of the conversation as JSON, CSV and one HTML report, written into `workdir`."""
+    """Every turn of the conversation as JSON, CSV and one HTML report, and the newest turn's moments as one
+    picture, written into `workdir`."""
     turns = conversation.turns
     json_path, csv_path = export([turn.progress for turn in turns], workdir)
     report_path = server.write_report([turn.asked for turn in turns], workdir / "tempo-report.html")
+    newest = turns[-1]
+    highlights = gr.DownloadButton(visible=False)
+    if newest.result.moments:
+        highlights = gr.DownloadButton(value=str(write_gallery(
+            newest.result.moments, newest.highlight_segments, workdir / "tempo-highlights.png", newest.question,
+            conversation.video)), visible=True)
     return {"json_file": gr.DownloadButton(value=str(json_path), visible=True),
             "csv_file": gr.DownloadButton(value=str(csv_path), visible=True),
-            "report_file": gr.DownloadButton(value=str(report_path), visible=True)}
+            "report_file": gr.DownloadButton(value=str(report_path), visible=True), "highlights_file": highlights}
+
+
+def clip_view(server: Server, conversation: object, picked: object) -> Iterator[Updates]:
+    """A click on one of the shown turn's moments: its clip, cut from the conversation's video, to download."""
+    if not isinstance(conversation, Conversation) or conversation.selected is None or not isinstance(picked, dict):
+        return
+    moments = conversation.turns[conversation.selected].result.moments
+    index = picked.get("moment")
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(moments):
+        return
+    moment = moments[index]
+    workdir = tempfile.mkdtemp(prefix="tempo-app-")
+    try:
+        clip = server.clip(conversation.video, moment.start, moment.end, Path(workdir))
+        yield {"clip_file": gr.DownloadButton(f"Clip {index + 1} · {span(moment.start, moment.end)} · MP4",
+                                              value=str(clip.path), visible=True)}
+    except TempoError as exc:
+        raise refusal(exc) from None
+    finally:  # Gradio has copied the clip into its cache by now
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def show_turn(server: Server, conversation: object, picked: object) -> Updates:

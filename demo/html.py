@@ -13,6 +13,7 @@ from tempo.allocation import scaled_relevance
 from tempo.analysis import SegmentFrames, most_relevant
 from tempo.events import Finished, Segment
 from tempo.model import TempoModel
+from tempo.moments import Moment
 from tempo.render.progress import RunProgress, Status, key_segments, run_stats
 from tempo.render.report import Truth, data_uri
 from tempo.render.text import answer_text, timings_text
@@ -25,19 +26,32 @@ KEY_FRAME_EDGE = 240
 
 # Clicks on a filmstrip thumbnail or on the timeline pick a segment: the picker's value becomes
 # {"segment": i, "click": n} (a new value each click, so the same segment twice is two changes). Anything with a
-# `data-seconds` (filmstrip cells, key frames, times in the chat) and timeline points move the preview player there.
+# `data-seconds` (filmstrip cells, key frames, times in the chat, moments) and timeline points move the preview player
+# there; a moment (`data-end` too) plays, and pauses at its end.
 PICKER_JS = (f"const SEGMENT = {point_field('segment')}, START = {point_field('start')};"  # as PointData has them
              """
 let clicks = 0;
 const pick = (index) => { if (Number.isInteger(index) && index >= 0) props.value = {segment: index, click: ++clicks}; };
-const seek = (seconds) => {
+let until = null;  // where a playing moment ends
+const seek = (seconds, end) => {
   const video = document.querySelector('#tempo-preview video');
-  if (video && Number.isFinite(seconds)) { video.currentTime = seconds; }
+  until = Number.isFinite(end) ? end : null;
+  if (video && Number.isFinite(seconds)) {
+    video.currentTime = seconds;
+    if (until !== null) video.play().catch(() => {});
+  }
   if (window.tempoMoment) window.tempoMoment(seconds);  // the moment "Look closer" looks at
 };
+document.addEventListener('timeupdate', (event) => {  // media events do not bubble: caught on the way down
+  const video = event.target;
+  if (until !== null && video.closest && video.closest('#tempo-preview') && video.currentTime >= until) {
+    until = null;
+    video.pause();
+  }
+}, true);
 document.addEventListener('click', (event) => {
   const timed = event.target.closest('[data-seconds]');
-  if (timed) { event.preventDefault(); seek(Number(timed.dataset.seconds)); }
+  if (timed) { event.preventDefault(); seek(Number(timed.dataset.seconds), Number(timed.dataset.end)); }
   const cell = event.target.closest('#tempo-filmstrip [data-segment]');
   if (cell) pick(Number(cell.dataset.segment));
 });
@@ -61,6 +75,15 @@ let clicks = 0;
 window.tempoMoment = (seconds) => {
   if (Number.isFinite(seconds)) props.value = {seconds: seconds, click: ++clicks};
 };
+"""
+
+# A click on one of the shown turn's moments asks for its clip: {"moment": i (0 = the best), "click": n}.
+CLIP_PICKER_JS = """
+let clicks = 0;
+document.addEventListener('click', (event) => {
+  const moment = event.target.closest('#tempo-moments [data-moment]');
+  if (moment) props.value = {moment: Number(moment.dataset.moment), click: ++clicks};
+});
 """
 
 # A click on a reply in the chat shows that turn's run again: {"turn": i, "click": n}.
@@ -248,3 +271,19 @@ def key_frames_html(segments: Sequence[Segment]) -> str:
              for seconds in [s.start if s.frame_time is None else s.frame_time]]
     return ("<div class='tempo-keys'><div class='caption'>Key frames: the segments that kept the most tokens</div>"
             f"<div class='row'>{''.join(cells)}</div></div>") if cells else ""
+
+
+def moments_html(moments: Sequence[Moment]) -> str:
+    """The shown turn's moments, best first: each a button that plays it in the preview (and asks for its clip),
+    with its span, length and score (a bar against the best one's)."""
+    if not moments:
+        return ""
+    best = max(m.score for m in moments) or 1.0
+    rows = "".join(
+        f"<button class='tempo-moment' data-moment='{i}' data-seconds='{m.start:.2f}' data-end='{m.end:.2f}' "
+        f"title='Play {span(m.start, m.end)} and make its clip'><b class='rank'>{i + 1}</b>"
+        f"<span class='when'>{span(m.start, m.end)}</span><span class='length'>{m.end - m.start:.0f} s</span>"
+        f"<span class='score'><i style='width:{100 * max(0.0, m.score) / best:.0f}%'></i></span>"
+        f"<span class='value'>{m.score:.2f}</span></button>" for i, m in enumerate(moments))
+    return ("<div class='tempo-moments'><div class='caption'>Moments, best first: where the relevance stands out. "
+            f"Click one to play it and make its clip.</div>{rows}</div>")

@@ -17,13 +17,14 @@ from tempo.render.progress import RunProgress
 from tempo.render.timeline import timeline_figure
 
 from . import api, handlers, live, live_api, tools
-from .html import MOMENT_JS, PICKER_JS, TURN_PICKER_JS, header_html
+from .html import CLIP_PICKER_JS, MOMENT_JS, PICKER_JS, TURN_PICKER_JS, header_html
 from .server import Server
 from .settings import controls, other_controls, server_settings
 
 QUEUE_SIZE = 16  # requests waiting beyond this are refused ("queue is full") instead of piling up
 ANALYZE_OUTPUTS = ("status", "timeline", "chat", "gallery", "stats", "json_file", "csv_file", "report_file",
-                   "filmstrip", "truth", "conversation")  # what /analyze returns, in this order
+                   "filmstrip", "truth", "conversation", "moments", "clip_file",
+                   "highlights_file")  # what /analyze returns, in this order (added ones last)
 Outputs = dict[str, gr.components.Component]
 
 
@@ -69,7 +70,8 @@ def result_panel() -> tuple[Outputs, Pickers]:
     filmstrip = gr.HTML(elem_id="tempo-filmstrip")
     pickers = Pickers(gr.HTML(value={}, html_template="", js_on_load=PICKER_JS, elem_id="tempo-picker"),
                       gr.HTML(value={}, html_template="", js_on_load=TURN_PICKER_JS, elem_id="tempo-turn-picker"),
-                      gr.HTML(value={}, html_template="", js_on_load=MOMENT_JS, elem_id="tempo-moment"))
+                      gr.HTML(value={}, html_template="", js_on_load=MOMENT_JS, elem_id="tempo-moment"),
+                      gr.HTML(value={}, html_template="", js_on_load=CLIP_PICKER_JS, elem_id="tempo-clip-picker"))
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
             # Every message is HTML this server made, with the visitor's and the model's text escaped (html.py),
@@ -80,24 +82,31 @@ def result_panel() -> tuple[Outputs, Pickers]:
                               placeholder="Ask a question: every answer stays here; click one to see its run again.")
             truth = gr.HTML(elem_id="tempo-truth")
         with gr.Column(scale=2):
+            moments = gr.HTML(elem_id="tempo-moments")
+            clip_file = gr.DownloadButton("Clip · MP4", visible=False, size="sm", variant="primary",
+                                          elem_id="tempo-clip")
             stats = gr.HTML(elem_id="tempo-stats")
             with gr.Row():
                 json_file = gr.DownloadButton("Turns · JSON", visible=False, size="sm")
                 csv_file = gr.DownloadButton("Segments · CSV", visible=False, size="sm")
                 report_file = gr.DownloadButton("Report · HTML", visible=False, size="sm")
+                highlights_file = gr.DownloadButton("Highlights · PNG", visible=False, size="sm",
+                                                    elem_id="tempo-highlights")
     outputs = dict(status=status, timeline=timeline, chat=chat, stats=stats, json_file=json_file,
-                   csv_file=csv_file, report_file=report_file, filmstrip=filmstrip, truth=truth)
+                   csv_file=csv_file, report_file=report_file, filmstrip=filmstrip, truth=truth, moments=moments,
+                   clip_file=clip_file, highlights_file=highlights_file)
     return outputs, pickers
 
 
 @dataclass
 class Pickers:
-    """Hidden values the page's script sets: a segment picked on the timeline or filmstrip, a turn in the chat, and
-    the moment last sought (what "Look closer" looks at)."""
+    """Hidden values the page's script sets: a segment picked on the timeline or filmstrip, a turn in the chat, the
+    moment last sought (what "Look closer" looks at), and the shown turn's moment whose clip is asked for."""
 
     segment: gr.HTML
     turn: gr.HTML
     moment: gr.HTML
+    clip: gr.HTML
 
 
 @dataclass
@@ -208,9 +217,13 @@ def wire(server: Server, inputs: Inputs, outputs: Outputs, pickers: Pickers, tab
     inputs.cancel.click(connect(handlers.cancelled, server, {"status": outputs["status"]}), None, outputs["status"],
                         cancels=[asked, closer], api_visibility="private", queue=False)
     turn = {name: outputs[name] for name in ("timeline", "status", "chat", "conversation", "gallery", "stats",
-                                             "filmstrip", "truth")}
+                                             "filmstrip", "truth", "moments", "clip_file")}
     pickers.turn.change(connect(handlers.show_turn, server, turn), [outputs["conversation"], pickers.turn],
                         list(turn.values()), queue=False, **private)
+    clip = {"clip_file": outputs["clip_file"]}
+    pickers.clip.change(connect(handlers.clip_view, server, clip), [outputs["conversation"], pickers.clip],
+                        list(clip.values()), concurrency_id="clip", concurrency_limit=2, show_progress="minimal",
+                        **private)
     pickers.segment.change(connect(handlers.segment_view, server, tabs.segment), [*video, pickers.segment],
                            list(tabs.segment.values()), inputs_kwargs=run_settings, concurrency_id="model",  # type: ignore[arg-type]  # gradio's dict is invariant
                            **private)
@@ -234,13 +247,18 @@ def api_endpoints(server: Server, inputs: Inputs, tabs: Tabs) -> None:
                  (api.sweep, "sweep", inputs.settings, result),
                  (api.segment, "segment", inputs.settings | {"segment": gr.Number(visible=False, precision=0)},
                   segment),
-                 (api.report, "report", inputs.settings, file)]
+                 (api.report, "report", inputs.settings, file),
+                 (api.gallery, "gallery", inputs.settings, gr.File(visible=False))]
     for endpoint, name, settings, outputs in endpoints:
         named = outputs if isinstance(outputs, dict) else None
         gr.Button(visible=False).click(not_a_tool(connect(endpoint, server, named)), video,
                                        list(outputs.values()) if isinstance(outputs, dict) else outputs,
                                        inputs_kwargs=settings,  # type: ignore[arg-type]  # gradio's dict is invariant
                                        api_name=name, concurrency_id="model", preprocess=False)
+    span: dict[str, gr.blocks.Block] = dict(start=gr.Textbox(visible=False), end=gr.Textbox(visible=False))
+    gr.Button(visible=False).click(not_a_tool(connect(api.clip, server)), inputs.upload, gr.File(visible=False),
+                                   inputs_kwargs=span, api_name="clip", concurrency_id="clip", concurrency_limit=2,
+                                   preprocess=False)
     watching: dict[str, gr.blocks.Block] = dict(threshold=gr.Number(None, visible=False),
                                                 minutes=gr.Number(None, visible=False))
     texts = [gr.Textbox(visible=False), gr.Textbox(visible=False)]  # the stream and the question, as text

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import threading
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
@@ -20,13 +21,15 @@ from gradio.utils import get_upload_folder
 from tempo import analysis, engine
 from tempo.analysis import SegmentFrames
 from tempo.config import Limits, RunConfig, SamplingConfig, Strategy
-from tempo.engine import Answers, VideoCache, checked, serve
+from tempo.engine import Answers, VideoCache, check_file, checked, serve
 from tempo.errors import InputError, TempoError
 from tempo.events import Compressed, Compression, Event, Finished
 from tempo.model import TempoModel
 from tempo.model.prompts import Exchange
 from tempo.render.report import Asked, Truth, write_report
 from tempo.synthetic import Question, is_correct
+from tempo.times import clock_seconds
+from tempo.video.clip import Clip, cut_clip
 
 from .device import Device, on_device
 from .handover import handed_over
@@ -195,6 +198,18 @@ class Server:
     def write_report(self, asked: Sequence[Asked], path: str | os.PathLike) -> Path:
         """Finished runs on one video (a conversation's turns) as one offline HTML file."""
         return write_report(asked, path, model=self.model.spec.name)
+
+    def clip(self, video: object, start: object, end: object, folder: Path) -> Clip:
+        """[`start`, `end`) (seconds, or m:ss) of a file a visitor may open, cut into `folder` as an mp4 (its
+        headers checked against the limits first; its length capped by them)."""
+        path = self.visitor_video(video)
+        first, last = clock_seconds(start, "The clip's start"), clock_seconds(end, "The clip's end")
+        if isinstance(first, bool) or isinstance(last, bool) or not isinstance(first, (int, float)) \
+                or not isinstance(last, (int, float)):
+            raise InputError(f"A clip needs its start and end, in seconds or as m:ss (got {start!r} and {end!r}).")
+        check_file(path, self.limits)
+        name = f"{Path(path).stem[:60]}-{first:.0f}s-{math.ceil(last)}s.mp4"
+        return cut_clip(path, float(first), float(last), folder / name, self.limits)
 
     def compare(self, request: Request, others: Mapping[str, object]) -> Comparison:
         """The request's allocation and another (`others`: the compared settings' values) of one compression."""

@@ -14,6 +14,7 @@ import gradio as gr
 from tempo.config import setting_named
 from tempo.errors import TempoError
 from tempo.events import Event, Segment, SegmentCompressed
+from tempo.moments import find_moments
 from tempo.render.progress import RunProgress
 
 from .api import looked_at
@@ -61,10 +62,11 @@ def answer(server: Server, video: str, question: str, budget: int | None = None,
     """Answer a question about a long video (minutes to hours) with Tempo: a small vision-language model reads the
     whole video in 8-frame segments, keeps more memory tokens where the question's moment is, and a language model
     answers from them. Slower than `locate` (it also runs the decoder); ask one question per call.
-    Returns JSON text: {"answer", "looked_at" (the segments the compressor found most relevant, most relevant
-    first, each with index, start and end in seconds, "at" as m:ss and relevance from 0 to 1), "tokens_used",
-    "budget", "num_segments", "duration" (seconds), "window" ([start, end] of what was read, in seconds), "zoom"
-    (null, or where it looked closer and why: {"window", "moment", "reason"}), "model"}.
+    Returns JSON text: {"answer", "moments" (ranked intervals where the relevance stands out, best first, each with
+    start and end in seconds and a score from 0 to 1), "looked_at" (the segments the compressor found most relevant,
+    most relevant first, each with index, start and end in seconds, "at" as m:ss and relevance from 0 to 1),
+    "tokens_used", "budget", "num_segments", "duration" (seconds), "window" ([start, end] of what was read, in
+    seconds), "zoom" (null, or where it looked closer and why: {"window", "moment", "reason"}), "model"}.
     """
     request = server.request(server.handed_video(video), question, ranged(start, end, budget=budget, zoom=zoom))
     report, run = reporter(progress), RunProgress(request.question)
@@ -76,7 +78,8 @@ def answer(server: Server, video: str, question: str, budget: int | None = None,
         raise TempoError("The run ended without an answer.")
     plan_start = run.segments[0].start if run.segments else 0.0
     plan_end = run.segments[-1].end if run.segments else 0.0
-    return json.dumps({"answer": result.answer, "looked_at": looked_at(run.segments),
+    return json.dumps({"answer": result.answer, "moments": [moment.to_dict() for moment in result.moments],
+                       "looked_at": looked_at(run.segments),
                        "tokens_used": result.tokens_used, "budget": result.budget,
                        "num_segments": len(result.segments), "duration": result.video.duration,
                        "window": [plan_start, plan_end], "model": server.model.spec.name,
@@ -92,15 +95,17 @@ def locate(server: Server, video: str, question: str, start: str | None = None, 
     """Find where in a long video a question's moment is, without answering it: the compressor scores every
     8-frame segment for relevance to the question. Cheaper than `answer` (no decoder runs); a follow-up `answer`
     on the same video and question reuses this work. Use it to pick a time range, then `answer` with start/end
-    for a closer look. Returns JSON text: {"moments" (the most relevant segments, most relevant first, each with
-    index, start and end in seconds, "at" as m:ss and relevance from 0 to 1), "segments" (every segment's index,
-    start, end and relevance, in time order), "duration" (seconds), "model"}.
+    for a closer look. Returns JSON text: {"moments" (ranked intervals where the relevance stands out, best first,
+    each with start and end in seconds and a score from 0 to 1), "looked_at" (the most relevant segments, most
+    relevant first, each with index, start and end in seconds, "at" as m:ss and relevance from 0 to 1), "segments"
+    (every segment's index, start, end and relevance, in time order), "duration" (seconds), "model"}.
     """
     request = server.request(server.handed_video(video), question, ranged(start, end))
     compression = server.compression(request, reporter(progress))
     segments = [Segment(index, *compression.plan.span(index), round(score, 4))
                 for index, score in enumerate(compression.relevance)]
-    return json.dumps({"moments": looked_at(segments),
+    return json.dumps({"moments": [moment.to_dict() for moment in find_moments(segments)],
+                       "looked_at": looked_at(segments),
                        "segments": [{"index": s.index, "start": s.start, "end": s.end, "relevance": s.relevance}
                                     for s in segments],
                        "duration": compression.video.duration, "model": server.model.spec.name}, ensure_ascii=False)

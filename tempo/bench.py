@@ -30,11 +30,12 @@ import torch
 from PIL import Image
 
 from .command_line import run_alone
-from .config import GenerationConfig, RunConfig, SamplingConfig, Zoom, cache_folder
+from .config import GenerationConfig, RunConfig, SamplingConfig, Zoom
 from .engine import VideoCache, run
 from .engine.steps import EncodedSegment, compress_batch, give_back_freed_memory, open_decoder, respond
 from .events import AllocationDone, Compression, Finished, SegmentCompressed
 from .model import TempoModel, from_pretrained
+from .paths import cache_folder
 from .timing import Timer
 from .video import SamplingPlan, VideoInfo, long_edge_size, open_video, sandbox, uniform_plan
 from .video.patches import PatchGeometry, clip_size, frame_size, normalize, patchify, resize_frames

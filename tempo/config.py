@@ -45,14 +45,6 @@ ZOOMS = {  # value: what it does (the app's label)
 }
 
 
-CACHE_FOLDER = "~/.cache/tempo"  # where the library keeps what it makes once, unless $TEMPO_CACHE says elsewhere
-
-
-def cache_folder(*parts: str) -> str:
-    """A path under the library's cache folder: $TEMPO_CACHE, or CACHE_FOLDER."""
-    return os.path.join(os.environ.get("TEMPO_CACHE") or os.path.expanduser(CACHE_FOLDER), *parts)
-
-
 @dataclass(frozen=True)
 class SamplingConfig:
     """How frames are taken from the video and grouped into segments."""
@@ -113,6 +105,7 @@ class Limits:
     isolate_decoding: bool = False  # decode in a child process the server can kill (servers turn it on)
     decode_memory_bytes: int = 4 * 1024**3  # that process's data memory
     decode_stall_s: float = 60.0  # that process is stopped when nothing comes out of it for this long
+    max_clip_s: float = 300.0  # the longest clip of a moment the server cuts (a clip may be encoded again)
     # What a server keeps, each bounded (the oldest leaves first), and whom a local server answers: the settings
     # table's SERVER rows, read from $TEMPO_<NAME>.
     cache_mb: int = 2048  # the per-video cache: decoded frames or vision features, and compressions
@@ -129,7 +122,7 @@ class Limits:
     @classmethod
     def from_env(cls) -> Limits:
         """$TEMPO_MAX_QUESTION_CHARS, _MAX_UPLOAD_MB, _MAX_DURATION_MIN, _MAX_FRAME_MEGAPIXELS, _DECODE_MEMORY_MB,
-        _DECODE_STALL_S and $TEMPO_<NAME> for each of the settings table's SERVER settings override the defaults."""
+        _DECODE_STALL_S, _MAX_CLIP_S and $TEMPO_<NAME> for each SERVER setting of the table override the defaults."""
         default = cls()
 
         def positive(name: str, fallback: float) -> float:
@@ -151,6 +144,7 @@ class Limits:
             max_frame_pixels=int(positive("TEMPO_MAX_FRAME_MEGAPIXELS", default.max_frame_pixels / 1e6) * 1e6),
             decode_memory_bytes=int(positive("TEMPO_DECODE_MEMORY_MB", default.decode_memory_bytes / 2**20) * 2**20),
             decode_stall_s=positive("TEMPO_DECODE_STALL_S", default.decode_stall_s),
+            max_clip_s=positive("TEMPO_MAX_CLIP_S", default.max_clip_s),
             # keyword arguments: each SERVER setting's value, checked against its row (a value of its field's type)
             **cast("dict[str, Any]", {setting.name: setting.from_env(getattr(default, setting.name))
                                       for setting in settings(SERVER)}),

@@ -57,6 +57,10 @@ def test_answer_returns_the_result_json(client, example):
     assert [s["start"] for s in segments] == sorted(s["start"] for s in segments)
     assert sum(s["tokens"] for s in segments) == result["tokens_used"] <= result["budget"]
     assert result["timings"]["total"] > 0
+    moments = result["moments"]
+    assert moments and all(set(m) == {"start", "end", "score"} for m in moments)
+    assert [m["score"] for m in moments] == sorted((m["score"] for m in moments), reverse=True)  # best first
+    assert all(0 <= m["start"] < m["end"] <= result["duration"] for m in moments)
 
 
 @pytest.mark.parametrize("strategy", ["ata", "uniform", "topk"])
@@ -100,14 +104,15 @@ def test_missing_video_is_a_clear_error(client):
 
 def test_ui_endpoint_fills_every_output_and_leaves_no_files(client, video):
     before = _leftovers()
-    status, plot, chat, key_frames, stats, json_file, csv_file, report_file, filmstrip, truth = client.predict(
-        video, QUESTION, 1024, 8192, 4, "ata", "head", 0, 8, False, api_name="/analyze")
+    (status, plot, chat, key_frames, stats, json_file, csv_file, report_file, filmstrip, truth, moments, clip_file,
+     highlights_file) = client.predict(video, QUESTION, 1024, 8192, 4, "ata", "head", 0, 8, False, api_name="/analyze")
     assert "Done" in status and "segments" in stats
     (asked, reply), = zip(chat[::2], chat[1::2])  # one turn: the question, then the reply
     assert QUESTION in asked["content"][0]["text"] and "data-turn='0'" in reply["content"][0]["text"]
     assert plot and 1 <= key_frames.count("tempo-seek tempo-key") <= 6
-    for download in (json_file, csv_file, report_file):
+    for download in (json_file, csv_file, report_file, highlights_file):
         assert os.path.getsize(download["value"]) > 0  # Gradio's copy; the app's own folder is gone
+    assert moments.count("class='tempo-moment'") >= 1 and clip_file["visible"] is False  # a clip waits for a click
     assert filmstrip.count("data-segment=") == 10  # one thumbnail per segment of the 40 s clip
     assert truth == ""  # not one of the shipped examples
     assert _leftovers() == before
@@ -195,6 +200,22 @@ def test_report_is_one_html_file(client, example):
     page = client.predict(video, question, max_new_tokens=8, api_name="/report")
     text = open(page, encoding="utf-8").read()
     assert text.startswith("<!doctype html>") and question in text and "Expected: yellow" in text
+
+
+def test_a_moment_s_clip_and_the_gallery_come_as_files(client, example):
+    import av
+    from PIL import Image
+
+    video, question = example
+    moment = client.predict(video, question, max_new_tokens=8, api_name="/answer")["moments"][0]
+    clip = client.predict(video, start=moment["start"], end=moment["end"], api_name="/clip")
+    with av.open(clip) as taken:
+        frame = 1 / float(taken.streams.video[0].average_rate)
+        assert taken.duration / av.time_base == pytest.approx(moment["end"] - moment["start"], abs=frame + 0.01)
+    with pytest.raises(AppError, match="this server cuts clips of up to"):
+        client.predict(video, start=0, end=3600, api_name="/clip")
+    gallery = Image.open(client.predict(video, question, max_new_tokens=8, api_name="/gallery"))
+    assert gallery.format == "PNG" and gallery.width >= 400
 
 
 def test_ui_endpoint_reports_errors_in_the_status_too(client, tmp_path):

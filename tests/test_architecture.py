@@ -20,14 +20,15 @@ ENGINE = "tempo.engine"
 STEPS = "tempo.engine.steps"  # the inner steps' own door, for the code that composes them itself
 STEPS_USERS = ("tempo.bench", "tempo.conformance", "tempo.live", "tempo.analysis", "benchmarks")
 FACE_MAX_NAMES = 15
-# What the app may use of the library: the engine's face, what it reports (events, errors, settings, times,
-# rendering, analysis), the model it loads, and the synthetic world's grading of the shipped examples.
+# What the app may use of the library: the engine's face, what it reports (events, moments, errors, settings, times,
+# rendering, analysis), the model it loads, the synthetic world's grading of the shipped examples, and the cutter of
+# a moment's clip.
 DEMO_MAY_ENTER = ("tempo.engine", "tempo.allocation", "tempo.analysis", "tempo.render", "tempo.events", "tempo.errors",
                   "tempo.moments", "tempo.config", "tempo.times", "tempo.model", "tempo.synthetic", "tempo.live",
-                  "tempo.fetch")
+                  "tempo.fetch", "tempo.video.clip")
 # Lowest first. A module may import from its own layer or any layer below, never above.
 LAYERS = [
-    ["tempo.errors", "tempo.timing", "tempo.synthetic", "tempo.command_line"],
+    ["tempo.errors", "tempo.timing", "tempo.synthetic", "tempo.command_line", "tempo.paths"],
     ["tempo.times", "tempo.fetch"],
     ["tempo.allocation"],
     ["tempo.moments"],
@@ -54,7 +55,7 @@ LAYERS = [
     ["benchmarks.app_first_segment", "benchmarks.cold_start", "benchmarks.gpu_reservations", "benchmarks.live",
      "benchmarks.preprocess", "benchmarks.preview_proxy", "benchmarks.sharpest_frame", "benchmarks.cache_memory",
      "benchmarks.fuzz", "benchmarks.analysis_tools", "benchmarks.repeat_question", "benchmarks.screenshots",
-     "benchmarks.moments_cost", "benchmarks.int8_deviation"],
+     "benchmarks.moments_cost", "benchmarks.int8_deviation", "benchmarks.clip_speed"],
     ["benchmarks.soak"],
     ["examples", "examples.make_examples", "examples.check_examples"],
     ["experiments.follow-ups.measure", "experiments.look-closer.measure", "experiments.tiny-v3.stage3_cost",

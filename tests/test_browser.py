@@ -371,3 +371,47 @@ def test_zoom_answers_a_when_question_in_one_turn_that_shows_both_passes(app_url
         "nodes => nodes.map(n => n.dataset.seconds)")]
     assert seconds and all(start <= s <= end for s in seconds)
     page.close()
+
+
+def test_a_moment_s_button_plays_it_and_its_clip_downloads_as_long_as_it(app_url, browser):
+    """The 2.5-minute example's "which shape appears most?": the second moment's button seeks the player to it and
+    plays it to its end; the timeline shades it; its clip downloads, as long as the moment to one frame of the
+    source."""
+    import av
+
+    entry = json.loads((ROOT / "examples" / "examples.json").read_text(encoding="utf-8"))[1]
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(app_url)
+    page.locator("#tempo-video input[type=file]").set_input_files(str(ROOT / "examples" / entry["video"]))
+    page.locator("#tempo-question textarea").fill(entry["question"])
+    page.wait_for_function("() => document.querySelector('#tempo-preview video')?.src", timeout=120_000)
+    page.locator("#tempo-ask").click()
+    page.locator("#tempo-chat [data-turn='0']").wait_for(timeout=420_000)
+    page.get_by_text("Done in").wait_for(timeout=60_000)
+    buttons = page.locator("#tempo-moments .tempo-moment")
+    assert buttons.count() >= 2, "this example's run should find at least two moments"
+    second = buttons.nth(1)
+    start, end = float(second.get_attribute("data-seconds")), float(second.get_attribute("data-end"))
+    assert "2" == second.locator(".rank").inner_text().strip()
+    shapes = page.evaluate("() => document.querySelector('#tempo-timeline .js-plotly-plot').layout.shapes")
+    assert any(s.get("x0", 0) <= start and end <= s.get("x1", 0) for s in shapes)  # shaded on the timeline
+
+    second.click()
+    page.wait_for_function("([start, end]) => { const v = document.querySelector('#tempo-preview video');"
+                           " return v && !v.paused && v.currentTime >= start - 0.3 && v.currentTime < end; }",
+                           arg=[start, end], timeout=10_000)
+    page.wait_for_function("(end) => { const v = document.querySelector('#tempo-preview video');"
+                           " return v.paused && Math.abs(v.currentTime - end) < 0.5; }",
+                           arg=end, timeout=(end - start + 10) * 1000)  # it plays to the moment's end, and stops
+
+    clip = page.locator("#tempo-clip")
+    clip.wait_for(state="visible", timeout=60_000)
+    assert clip.inner_text().startswith("Clip 2")
+    with page.expect_download(timeout=30_000) as download:
+        clip.click()
+    with av.open(download.value.path()) as taken:
+        stream = taken.streams.video[0]
+        frame = 1 / float(stream.average_rate)
+        seconds = taken.duration / av.time_base
+    assert seconds == pytest.approx(end - start, abs=frame + 0.01)
+    page.close()

@@ -89,13 +89,16 @@ def test_both_tools_give_what_answer_gives(app, example):
     assert result["answer"] == expected["answer"]
     assert result["looked_at"] == expected["looked_at"]
     assert len(expected["looked_at"]) == 3
+    assert result["moments"] == expected["moments"] and expected["moments"]
     assert result["model"] == expected["model"] and result["model"]
     assert (result["tokens_used"], result["budget"]) == (expected["tokens_used"], expected["budget"])
 
     located = call(app, "locate", video=f"{app}/gradio_api/file={on_server}", question=question)
     assert not located.isError, located.content[0].text
     found = json.loads(located.content[0].text)
-    assert [m["index"] for m in found["moments"]] == [s["index"] for s in expected["looked_at"]]
+    assert [m["index"] for m in found["looked_at"]] == [s["index"] for s in expected["looked_at"]]
+    assert [(m["start"], m["end"]) for m in found["moments"]] == [(m["start"], m["end"]) for m in expected["moments"]]
+    assert [m["score"] for m in found["moments"]] == pytest.approx([m["score"] for m in expected["moments"]], abs=2e-4)
     by_index = {s["index"]: s for s in expected["segments"]}
     assert len(found["segments"]) == len(expected["segments"])
     for segment in found["segments"]:

@@ -192,3 +192,24 @@ def test_stage_timings_add_up_to_the_total_with_decoding_alongside(fixture_model
     assert sum(result.timings[name] for name in serial) == pytest.approx(result.timings["total"], abs=2e-3)
     text = timings_text(result.timings, result.alongside)
     assert f"= {result.timings['total']:.2f} s · alongside: " in text and "decode" in text.split("alongside")[1]
+
+
+def test_the_timeline_shades_and_numbers_each_moment_and_the_report_lists_them():
+    from tempo.render.report import Asked, html_report
+    from tempo.times import span
+
+    run = drawn([0.1, 0.2, 0.9, 0.8, 0.1, 0.1, 0.7, 0.1], 32.0, [4, 4, 32, 30, 4, 4, 24, 4], answer="there")
+    moments = run.finished.moments
+    assert len(moments) >= 2  # two peaks apart: two moments
+    fig = timeline.timeline_figure(run)
+    shaded = [s for s in fig.layout.shapes if s.fillcolor == timeline.MOMENT_FILL]
+    assert len(shaded) == len(moments)
+    for moment, shape in zip(moments, shaded):
+        assert shape.x0 <= moment.start + 1e-6 and moment.end - 1e-6 <= shape.x1
+    ranks = [a.text for a in fig.layout.annotations if a.text and a.text.startswith("<b>")]
+    assert ranks == [f"<b>{rank}</b>" for rank in range(1, len(moments) + 1)]
+    page = html_report([Asked(run)], model="tiny")
+    listed = page[page.index("Moments:"):page.index("</ol>")]
+    assert [listed.index(span(m.start, m.end)) for m in moments] == sorted(
+        listed.index(span(m.start, m.end)) for m in moments)  # best first
+    assert listed.count("<img") == len(moments)  # each with its key frame

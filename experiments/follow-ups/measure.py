@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 
 import tempo
-from tempo.config import cache_folder
 from tempo.engine import compress
 from tempo.model.prompts import Exchange, compressor_query
+from tempo.paths import cache_folder
 from tempo.synthetic import Question, make_questions, segment_relevance
 from tempo.train.evaluate import video_file
 

@@ -147,6 +147,9 @@ def ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         elif isinstance(event, Finished):
             out.write("\n")
             err.write(f"done in {event.timings['total']:.1f} s: {timings_text(event.timings, event.alongside)}\n")
+            if event.moments:
+                err.write("moments: " + "  ".join(f"{rank}. {span(m.start, m.end)} ({m.score:.2f})"
+                                                  for rank, m in enumerate(event.moments, 1)) + "\n")
             if args.json_out:
                 with open(args.json_out, "w", encoding="utf-8") as f:
                     json.dump(event.to_dict(), f, indent=2, ensure_ascii=False)

@@ -23,8 +23,8 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from transformers import Qwen3VLConfig
 
-from ..config import cache_folder
 from ..errors import ModelError
+from ..paths import cache_folder
 from ..video.patches import PatchGeometry
 from .tokenizer import TextTokenizer
 
@@ -260,7 +260,7 @@ def cached_relevance_direction(checkpoint_dir: str, from_hub: bool, base_dir: st
     """The direction cached beside the checkpoint (or in $TEMPO_CACHE), extracted from the base on first use.
 
     A hub snapshot gets the file beside it; a local checkpoint directory is never written to (it may be
-    shared or read-only), so its direction is cached under the cache folder (`config.cache_folder`) instead.
+    shared or read-only), so its direction is cached under the cache folder (`paths.cache_folder`) instead.
     """
     metadata = relevance_metadata(base_dir, yes_id, no_id)
     key = hashlib.sha256(os.path.abspath(checkpoint_dir).encode()).hexdigest()[:16]

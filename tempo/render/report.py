@@ -24,6 +24,7 @@ from plotly.offline import get_plotlyjs
 
 from ..events import Segment
 from ..times import clock, span
+from .gallery import highlights
 from .progress import RunProgress, key_frames, run_stats
 from .style import FONT, GUIDE, KEPT_RGB, MUTED_TEXT, SQUEEZED_RGB
 from .text import answer_text, timings_text
@@ -96,6 +97,8 @@ td, th { padding: 0.2rem 0.8rem 0.2rem 0; text-align: left; } th { color: MUTED;
 figure { margin: 0; } figure img { width: 100%; border-radius: 6px; } figcaption { font-size: 0.8rem; color: MUTED; }
 section + section { border-top: 1px solid #e2e8f0; margin-top: 2rem; }
 footer { margin-top: 2rem; font-size: 0.8rem; color: GUIDE; }
+.moments { display: grid; grid-template-columns: repeat(auto-fill, minmax(200px, 1fr)); gap: 10px; padding: 0;
+           list-style: none; } .moments b { color: #4f46e5; margin-right: 0.3rem; }
 """.replace("FONT", FONT).replace("MUTED", MUTED_TEXT).replace("GUIDE", GUIDE)
 
 
@@ -143,15 +146,33 @@ def report_section(asked: Asked) -> str:
                      f"<figcaption>{html.escape(caption)}</figcaption></figure>"
                      for frame, caption in key_frames(asked.run.segments))
     truth_html = ""
+    moments = moments_html(asked.run)
     if truth is not None:
         verdict = "right" if truth.correct else "wrong"
         truth_html = (f"<p class='truth {verdict}'>Expected: {html.escape(truth.expected)} · the answer is "
                       f"{verdict}. The evidence is shaded green on the timeline.</p>")
     return (f"<p class='question'><b>Q:</b> {html.escape(asked.question)}</p>"
             f"<div class='answer'>{html.escape(answer_text(result.answer))}</div>"
-            f"{truth_html}<table>{numbers_html}</table>{timeline}"
+            f"{truth_html}<table>{numbers_html}</table>{timeline}{moments}"
             f"<h3>Key frames: the segments that kept the most tokens</h3><div class='frames'>{frames}</div>"
             f"<h3>Settings</h3><table>{settings}</table><p>Timings: {html.escape(timings)}</p>")
+
+
+def moments_html(run: RunProgress) -> str:
+    """The run's moments, best first, each with its key frame where the run kept one, its span, length and score."""
+    result = run.finished
+    if result is None or not result.moments:
+        return ""
+    segments = (list(run.zoom.segments) if run.zoom else []) + run.segments  # a zoomed run's both passes
+    cells = []
+    for shown in highlights(result.moments, segments):
+        moment = shown.moment
+        image = (f"<img src='{data_uri(shown.frame, REPORT_FRAME_EDGE)}' alt='moment {shown.rank}'>"
+                 if shown.frame is not None else "")
+        cells.append(f"<li><figure>{image}<figcaption><b>{shown.rank}</b>{span(moment.start, moment.end)} · "
+                     f"{moment.end - moment.start:.0f} s · score {moment.score:.2f}</figcaption></figure></li>")
+    return ("<h3>Moments: where the relevance stands out, best first (shaded on the timeline)</h3>"
+            f"<ol class='moments'>{''.join(cells)}</ol>")
 
 
 @functools.cache

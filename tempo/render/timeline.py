@@ -12,6 +12,7 @@ from plotly.subplots import make_subplots
 
 from ..allocation import scaled_relevance
 from ..events import Finished, Segment, VideoProbed, Zoomed
+from ..moments import Moment
 from ..times import clock, span, time_mentions
 from .progress import RunProgress
 from .style import GREEN, GUIDE, INDIGO, ORANGE, RED, RELEVANCE_SCALE, TOKEN_SCALE, page_layout
@@ -69,6 +70,29 @@ def _evidence(fig: go.Figure, evidence: Sequence[tuple[float, float]], axis: flo
                                  hoverinfo="skip"), row=1, col=1)
 
 
+MOMENT_FILL = "rgba(99, 102, 241, 0.13)"  # the moments' shade: the palette's indigo, light enough for the curve
+
+
+def _moments(fig: go.Figure, moments: Sequence[Moment], start: float, end: float, zoomed: bool) -> None:
+    """The run's ranked moments, shaded over the relevance with their rank on top where the axis (`start` to `end`)
+    shows them, and on the whole video's row where an answer zoomed; named in the legend."""
+    least = (end - start) * EVIDENCE_MIN_SHARE
+    for rank, moment in enumerate(moments, 1):
+        middle, half = (moment.start + moment.end) / 2, max(moment.end - moment.start, least) / 2
+        for row in (1, 3) if zoomed else (1,):
+            fig.add_vrect(x0=middle - half, x1=middle + half, fillcolor=MOMENT_FILL, line_width=0, layer="below",
+                          row=row, col=1)
+        if not start <= middle <= end:
+            continue
+        fig.add_annotation(x=middle, xref="x", yref="y domain", y=1, text=f"<b>{rank}</b>",
+                           showarrow=False, yanchor="bottom", font=dict(size=11, color=INDIGO),
+                           hovertext=f"moment {rank}: {span(moment.start, moment.end)} · score {moment.score:.2f}")
+    if moments:
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="moments",
+                                 marker=dict(symbol="square", size=10, color=MOMENT_FILL.replace("0.13", "0.45")),
+                                 hoverinfo="skip"), row=1, col=1)
+
+
 def _answer_marks(fig: go.Figure, times: Sequence[float]) -> None:
     """The times the answer names, as dashed lines labelled at their foot."""
     for seconds in times:
@@ -101,12 +125,14 @@ def _timeline(segments: Sequence[Segment], tokens: Sequence[int] | None = None, 
                     duration: float | None = None, num_segments: int | None = None, budget: int | None = None,
                     k_min: int | None = None, k_max: int | None = None, note: str | None = None,
                     evidence: Sequence[tuple[float, float]] = (), answer_times: Sequence[float] = (),
-                    start: float = 0.0, within: float | None = None, zoom: Zoomed | None = None) -> go.Figure:
+                    moments: Sequence[Moment] = (), start: float = 0.0, within: float | None = None,
+                    zoom: Zoomed | None = None) -> go.Figure:
     """Relevance curve over bars of tokens kept (once allocated), a heatmap strip below, x in video time.
 
     Pass the segments compressed so far and `num_segments` / `duration` while streaming: the rest of the
     timeline is greyed out as pending. `note` replaces the empty-state message. `evidence` shades where the
-    answer is known to be (the examples' ground truth); `answer_times` marks the times the answer names. The
+    answer is known to be (the examples' ground truth); `answer_times` marks the times the answer names; `moments`
+    (the finished run's, best first) are shaded and numbered. The
     relevance axis is [0, 1] from the first segment on; the time axis runs from `start` to `duration`; `within` (the
     whole video's length, for a window of it) draws where the window sits in the video above the plot; `zoom` (the
     first pass of an answer that looked closer) draws the whole video's relevance above it instead, the window
@@ -142,6 +168,7 @@ def _timeline(segments: Sequence[Segment], tokens: Sequence[int] | None = None, 
                       row=2, col=1)
 
     _evidence(fig, evidence, duration - start)
+    _moments(fig, moments, start, duration, zoom is not None)
     _answer_marks(fig, answer_times)
     total = num_segments or done
     if done < total:  # the part of the video still being compressed
@@ -312,7 +339,8 @@ def sweep_figure(segments: Sequence[Segment], sweep: Sequence[Finished], *, dura
 
 def timeline_figure(run: RunProgress, evidence: Sequence[tuple[float, float]] = ()) -> go.Figure:
     """The timeline of one run, live (what is compressed so far, the rest pending) or finished, from its record:
-    relevance, then the tokens each segment kept, the answer's times, and a zoomed answer's first pass above it."""
+    relevance, then the tokens each segment kept, the answer's times and moments, and a zoomed answer's first pass
+    above it."""
     allocation, probed = run.allocation, run.probed
     start, end = axis_of(probed) or (run.zoom.window if run.zoom else (0.0, None))
     return _timeline(
@@ -321,6 +349,7 @@ def timeline_figure(run: RunProgress, evidence: Sequence[tuple[float, float]] = 
         budget=allocation.budget if allocation else None, k_min=allocation.k_min if allocation else None,
         k_max=allocation.k_max if allocation else None,
         note="waiting for the first segment…" if probed else None, evidence=evidence,
+        moments=run.finished.moments if run.finished else (),
         answer_times=named_times(run.finished.answer, probed.duration) if run.finished and probed else ())
 
 

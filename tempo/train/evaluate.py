@@ -30,11 +30,12 @@ import numpy as np
 from .. import allocation
 from ..analysis import allocation_shape
 from ..command_line import run_alone
-from ..config import AllocationConfig, GenerationConfig, RunConfig, Zoom, cache_folder
+from ..config import AllocationConfig, GenerationConfig, RunConfig, Zoom
 from ..engine import compress, reanswer
 from ..errors import InputError
 from ..events import Compression, Finished
 from ..model import TempoModel, from_pretrained
+from ..paths import cache_folder
 from ..render.figures import write_sweep_figure
 from ..synthetic import (
     ALL_FAMILIES,
