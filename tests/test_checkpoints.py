@@ -159,6 +159,7 @@ def test_loading_by_hub_id_from_an_offline_cache(hub_home, fixtures):
     assert (snapshot / loading.RELEVANCE_FILE).is_file()  # cached beside the hub snapshot, as the README says
 
 
+@pytest.mark.slow
 def test_a_file_missing_from_the_cache_is_a_clear_message(hub_home, fixtures):
     home, snapshot = hub_home
     (snapshot / "tokenizer.json").unlink()

@@ -16,6 +16,8 @@ import pytest
 
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> dict:

@@ -4,6 +4,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
 
@@ -22,6 +24,7 @@ def test_every_fixture_case_and_ata_vector_conforms(fixtures):
         assert re.search(rf"ok\s+{case.name}\s+run:generated_ids", result.stdout)
 
 
+@pytest.mark.slow
 def test_runner_detects_a_wrong_recorded_value(fixture_copy):
     case_file = fixture_copy / "cases" / "shapes_red_circle" / "case.json"
     case = json.loads(case_file.read_text())
@@ -38,6 +41,7 @@ def test_runner_detects_a_wrong_recorded_value(fixture_copy):
     assert "2 FAILED" in result.stdout
 
 
+@pytest.mark.slow
 def test_a_machine_without_pyav_checks_everything_but_the_pipeline(fixtures, tmp_path):
     # The GPU check's machine has decord and no PyAV: every reader that needs PyAV must step aside, not raise.
     (tmp_path / "av.py").write_text("raise ImportError('PyAV hidden for this test')\n")

@@ -57,6 +57,7 @@ def test_the_split_follows_what_the_jobs_carry():
     assert figures.numbers(SMALL, "none")["split_by"] is None
 
 
+@pytest.mark.slow
 def test_figures_of_twenty_jobs_as_png_html_and_json(tmp_path):
     shutil.which("chromium") or pytest.fail("kaleido draws PNGs with Chromium: `make browser` installs it")
     lines = [result(f"job-{i}", [2 + (i + j) % 7 for j in range(4 + i % 5)], 24 + 8 * (i % 2),

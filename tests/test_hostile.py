@@ -49,6 +49,7 @@ def test_every_seed_the_fuzz_uses_is_answered(fixture_model, seeds):
         assert len(result.segments) == 2 and result.video.sampled_frames == 12, name
 
 
+@pytest.mark.slow
 def test_the_examples_stream_copied_into_mkv_and_mov_answer_as_the_mp4_does(fixture_model, tmp_path):
     from media import ffmpeg
 
@@ -64,6 +65,7 @@ def test_the_examples_stream_copied_into_mkv_and_mov_answer_as_the_mp4_does(fixt
         assert [s.relevance for s in result.segments] == pytest.approx([s.relevance for s in mp4.segments], abs=1e-6)
 
 
+@pytest.mark.slow
 def test_a_claim_of_giant_frames_is_refused_by_the_cli_before_a_frame_is_decoded(giant_claim):
     """The CLI runs under a fresh parent, whose only child it is, to read the CLI's own peak memory: one decoded
     16000² frame would pass the bound."""
@@ -107,6 +109,7 @@ def test_a_stream_that_grows_past_the_limit_part_way_is_refused_at_its_first_big
         list(PyAVReader(str(grows), max_pixels=1_000_000).read(list(range(32))))
 
 
+@pytest.mark.slow
 def test_decoding_children_do_not_run_the_callers_script_again(fixtures, seeds, tmp_path):
     """multiprocessing runs the main script again in every child it starts; for app.py that was importing gradio
     anew (2.5 s a video), for a script without a `__main__` guard its whole work, or a crash."""
@@ -139,6 +142,7 @@ def test_a_decoder_out_of_memory_is_one_sentence_and_the_next_video_decodes(fixt
     assert len(tempo.answer(fixture_model, big, QUESTION, ISOLATED).segments) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("TEMPO_FUZZ_COUNT") == "0", reason="TEMPO_FUZZ_COUNT=0")
 def test_a_slice_of_the_fuzz_suite(tmp_path):
     """Mutants of every seed against app.py, each sent twice: no traceback, hang or leaked internal, the same

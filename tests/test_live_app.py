@@ -29,6 +29,8 @@ from tempo.config import Limits
 from tempo.errors import InputError
 from tempo.live import LiveWorld
 
+pytestmark = pytest.mark.slow
+
 SEED = 800_007  # in two-minute clips: an orange diamond from 8.9 s to 14.5 s, nothing like it before 1:40
 QUESTION = "When does the orange diamond appear?"
 EVIDENCE = (8.85, 14.54)

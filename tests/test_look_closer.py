@@ -34,6 +34,7 @@ def last(updates):
     return list(updates)[-1]
 
 
+@pytest.mark.slow
 def test_looking_closer_is_a_new_turn_over_the_window(server):
     settings = {"max_new_tokens": 6}
     first = last(handlers.analyze(server, TEN_MINUTES, QUESTION, **settings))

@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:

@@ -5,10 +5,13 @@ import re
 
 import imageio_ffmpeg
 import numpy as np
+import pytest
 from PIL import Image, ImageDraw
 
 import tempo
 from tempo.model.decoder import looping_tokens
+
+pytestmark = pytest.mark.slow
 
 LOOP = re.compile(r"\b(\w+)(?:\W+\1\b){2}|([a-z]{2,})\2\2", re.IGNORECASE)
 QUESTIONS = ("What colour is the star?", "What is happening in the video?", "When does the red circle appear?",

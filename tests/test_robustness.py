@@ -455,6 +455,7 @@ def test_app_reads_its_limits_from_the_environment(monkeypatch, fixtures):
         demo.close()
 
 
+@pytest.mark.slow
 def test_importing_the_app_does_no_start_up_work_and_starting_it_reads_the_limits():
     env = {**os.environ, "TEMPO_MAX_UPLOAD_MB": "not-a-number"}
     env.pop("GRADIO_ANALYTICS_ENABLED", None)

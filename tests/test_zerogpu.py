@@ -94,6 +94,7 @@ def compressions(log: Path) -> int:
     return log.read_text().count("compressed ")
 
 
+@pytest.mark.slow
 def test_one_visitor_session_compresses_once_and_asks_the_gpu_only_for_model_work(space):
     url, process, log = space
     client = Client(url, verbose=False)
@@ -132,6 +133,7 @@ def test_one_visitor_session_compresses_once_and_asks_the_gpu_only_for_model_wor
                                                                         abs=1e-6)
 
 
+@pytest.mark.slow
 def test_refusals_arrive_with_their_own_text(space):
     url, _, log = space
     client = Client(url, verbose=False)
@@ -166,7 +168,7 @@ def test_which_model_a_space_serves(monkeypatch, space_id, zero_gpu, tempo_model
     monkeypatch.setattr(launch.SpacesConfig, "zero_gpu", zero_gpu)
     monkeypatch.setattr(launch.torch.cuda, "is_available", lambda: False)
     loaded = []
-    monkeypatch.setattr(launch, "from_pretrained", lambda name, base=None: loaded.append(name))
+    monkeypatch.setattr(launch, "from_pretrained", lambda name, base=None, int8=False: loaded.append(name))
     launch.load_model()
     assert loaded == [served]
 
