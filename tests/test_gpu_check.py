@@ -78,7 +78,8 @@ def planted(fault: str, out, only: str) -> tuple[int, dict]:
 @pytest.mark.parametrize("broken", ["vision", "decoding"])
 def test_a_broken_stage_fails_the_check(tmp_path, broken):
     """A vision tower that raises fails every phase that compresses; a decoding step that attends wrongly is caught
-    by the comparisons with the eager forward."""
+    by the graphed path's comparison with the eager forward, and no loader variant passes with it, so the compiled
+    phase stops before it times anything."""
     code, figures = planted(broken, tmp_path, "hour" if broken == "vision" else "decoding,compiled")
     assert code == 1
     if broken == "vision":
@@ -86,7 +87,8 @@ def test_a_broken_stage_fails_the_check(tmp_path, broken):
         assert figures["hour_seconds"] is None
     else:
         assert any("graphed decoding" in line for line in figures["failed"])
-        assert any("decoding path graphs_split off the eager forward" in line for line in figures["failed"])
+        assert "no way of loading the compiled layer step ran (loader phase)" in figures["failed"]
+        assert figures["fastest_compiled"] is None and "compiled" in figures["errors"]
 
 
 def test_a_compiled_path_out_of_tolerance_fails_the_check(tmp_path):
