@@ -168,7 +168,7 @@ def tool(url: str, job: Job) -> tuple[object, float | None]:
         raise ToolRefusal(text)
     found = json.loads(text)
     if job.kind == "mcp_locate":
-        return [moment["index"] for moment in found["moments"]], found["duration"]
+        return [segment["index"] for segment in found["looked_at"]], found["duration"]
     return found["answer"], found["duration"]
 
 
