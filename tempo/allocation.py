@@ -5,6 +5,7 @@ Every function here is pure: relevance scores and settings in, token counts (or 
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from enum import Enum
@@ -15,6 +16,8 @@ import torch
 from .errors import InputError
 
 FLAT_SCORE_RANGE = 1e-8
+
+LOGIT_EPSILON = 1e-6  # relevance is clamped to [LOGIT_EPSILON, 1 - LOGIT_EPSILON] before its log-odds
 
 
 class Strategy(str, Enum):
@@ -49,6 +52,12 @@ def check_budget(num_segments: int, budget: int, strategy: str = "ata", segment_
     advice += f", or lower max frames to {budget * segment_frames} or fewer." if segment_frames else "."
     raise InputError(f"A budget of {budget} visual tokens cannot keep even one token for each of the "
                      f"{num_segments} segments. {advice}")
+
+
+def logit(relevance: float) -> float:
+    """Relevance in log-odds, kept off 0 and 1 (what the moments and live alerts compare levels in)."""
+    p = min(max(relevance, LOGIT_EPSILON), 1 - LOGIT_EPSILON)
+    return math.log(p / (1 - p))
 
 
 @overload

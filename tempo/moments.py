@@ -9,12 +9,13 @@ the synthetic world's tuning seeds (`experiments/moments/`)."""
 
 from __future__ import annotations
 
-import math
 import re
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from .allocation import logit
 from .synthetic import named_seconds
 from .times import time_mentions
 
@@ -70,9 +71,9 @@ def stand_out(segments: Sequence[Scored], level: float = LEVEL) -> list[Moment]:
     scored = [s for s in segments if s.relevance is not None]
     if not scored:
         return []
-    odds = [_log_odds(s.relevance) for s in scored]
-    median = _median(odds)
-    threshold = median + level * _median([abs(v - median) for v in odds])
+    odds = [logit(s.relevance or 0.0) for s in scored]  # every one scored: `or` only narrows the type
+    median = statistics.median(odds)
+    threshold = median + level * statistics.median([abs(v - median) for v in odds])
     used = [False] * len(scored)
     found: list[Moment] = []
     for peak in sorted(range(len(scored)), key=lambda i: (-odds[i], i)):
@@ -122,17 +123,6 @@ def _edges(segments: Sequence[Scored], odds: list[float], used: list[bool], peak
 
 def _touch(segments: Sequence[Scored], left: int, right: int) -> bool:
     return abs(segments[right].start - segments[left].end) < TOUCH
-
-
-def _log_odds(relevance: float | None) -> float:
-    p = min(max(relevance or 0.0, 1e-6), 1 - 1e-6)  # a sigmoid's output, kept off 0 and 1
-    return math.log(p / (1 - p))
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def asks_interval(question: str) -> bool:

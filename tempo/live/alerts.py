@@ -17,12 +17,7 @@ import statistics
 from collections import deque
 from dataclasses import dataclass
 
-EPSILON = 1e-6  # relevance is clamped to [EPSILON, 1 - EPSILON] before its log-odds are taken
-
-
-def logit(p: float) -> float:
-    p = min(max(p, EPSILON), 1 - EPSILON)
-    return math.log(p / (1 - p))
+from ..allocation import logit
 
 
 def sigmoid(x: float) -> float:
