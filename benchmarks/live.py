@@ -135,7 +135,7 @@ def traces(first_seed: int, count: int, minutes: float) -> list[dict]:
     import torch
 
     import tempo
-    from tempo.live import LiveConfig, LiveSegment, LiveWatch, LiveWorld
+    from tempo.live import LiveConfig, LiveWatch, LiveWorld, SegmentWatched
 
     torch.set_num_threads(1)
     model = tempo.from_pretrained(device="cpu")
@@ -145,8 +145,9 @@ def traces(first_seed: int, count: int, minutes: float) -> list[dict]:
         question, first = world.question()
         live = LiveWatch(model, question, LiveConfig(), f"synthetic {seed}")
         started = time.perf_counter()
-        segments = [(e.start, e.end, e.relevance) for e in live.follow(world.frames(until=minutes * 60), paced=False)
-                    if isinstance(e, LiveSegment)]
+        watched = [e.segment for e in live.follow(world.frames(until=minutes * 60), paced=False)
+                   if isinstance(e, SegmentWatched)]
+        segments = [(s.start, s.end, s.relevance) for s in watched]
         live.close()
         evidence = [(s.start, s.end) for s in world.sightings(minutes * 60) if (s.kind, s.colour) ==
                     (first.kind, first.colour)]
@@ -204,7 +205,7 @@ def stream_clock(offsets: tuple[float, ...] = (0.0, 7200.0, 50_000.0)) -> dict:
     import torch
 
     import tempo
-    from tempo.live import LiveConfig, LiveSegment, LiveWatch, LiveWorld
+    from tempo.live import LiveConfig, LiveWatch, LiveWorld, SegmentWatched
 
     torch.set_num_threads(1)
     model = tempo.from_pretrained(device="cpu")
@@ -214,8 +215,8 @@ def stream_clock(offsets: tuple[float, ...] = (0.0, 7200.0, 50_000.0)) -> dict:
     found = {}
     for offset in offsets:
         live = LiveWatch(model, question, LiveConfig(), "clock")
-        scores = [event.relevance for t, frame in frames for event in live.add(t + offset, frame)
-                  if isinstance(event, LiveSegment)]
+        scores = [event.segment.relevance for t, frame in frames for event in live.add(t + offset, frame)
+                  if isinstance(event, SegmentWatched)]
         found[f"+{offset / 3600:.1f} h"] = {"peak": round(max(scores), 4), "median": round(float(np.median(scores)), 5)}
     return {"question": question, "seed": LAG_SEED, "scores": found}
 

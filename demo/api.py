@@ -134,8 +134,9 @@ def segment(server: Server, video: object, question: str, *, segment: object, **
     """One segment (0-based): its time, relevance, rank (1 = most relevant) and tokens kept under these
     settings, and its sampled frames."""
     look = server.segment(server.request(video, question, settings), segment)
-    facts = {"index": look.index, "start": look.start, "end": look.end, "relevance": look.relevance,
-             "relevance_scaled": look.scaled, "rank": look.rank, "tokens": look.tokens}
+    record = look.segment
+    facts = {"index": record.index, "start": record.start, "end": record.end, "relevance": record.relevance,
+             "relevance_scaled": look.scaled, "rank": look.rank, "tokens": record.tokens}
     return {"result": facts, "frames": [(frame, clock(t)) for frame, t in zip(look.frames, look.times)]}
 
 

@@ -181,12 +181,15 @@ def truth_html(truth: Truth | None) -> str:
 
 def segment_html(look: SegmentFrames, k_max: int) -> str:
     """The inspector's card for one segment."""
-    facts = [("time", span(look.start, look.end)),
-             (f"relevance, scaled as ATA reads it (raw score {look.relevance:.3g})", f"{look.scaled:.2f}"),
-             ("rank", f"{look.rank} of {look.num_segments} by relevance"), ("tokens kept", f"{look.tokens} of {k_max}")]
+    segment = look.segment
+    facts = [("time", span(segment.start, segment.end)),
+             (f"relevance, scaled as ATA reads it (raw score {segment.relevance:.3g})", f"{look.scaled:.2f}"),
+             ("rank", f"{look.rank} of {look.num_segments} by relevance"),
+             ("tokens kept", f"{segment.tokens} of {k_max}")]
     cells = "".join(f"<div class='card'><div class='value'>{html.escape(value)}</div>"
                     f"<div class='label'>{label}</div></div>" for label, value in facts)
-    return f"<div class='tempo-segment'><h3>Segment {look.index + 1}</h3><div class='tempo-stats'>{cells}</div></div>"
+    return (f"<div class='tempo-segment'><h3>Segment {segment.index + 1}</h3><div class='tempo-stats'>{cells}</div>"
+            "</div>")
 
 
 def comparison_html(before: Finished, after: Finished, labels: tuple[str, str], changed: Sequence[int],

@@ -20,7 +20,7 @@ import gradio as gr
 from tempo.config import RunConfig
 from tempo.errors import InputError
 from tempo.events import AnswerToken, Finished
-from tempo.live import Alert, LiveSegment, WatchEnded
+from tempo.live import Alert, SegmentWatched, WatchEnded
 from tempo.times import clock, span
 
 from .live_api import begin, followed, refuse_on_zerogpu, synthetic_allowed, watches_of
@@ -235,7 +235,7 @@ def start_watch(server: Server, kind: str, url: str, upload: object, seed: objec
     yield updates(view) | {"chat": [], "timer": gr.Timer(active=False)}
     for event in followed(watching):
         view.update(event)
-        if isinstance(event, (LiveSegment, Alert, WatchEnded)):
+        if isinstance(event, (SegmentWatched, Alert, WatchEnded)):
             yield updates(view)
 
 

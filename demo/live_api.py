@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from weakref import WeakKeyDictionary
 
 from tempo.errors import InputError
-from tempo.live import Alert, LiveSegment, LiveWatch, WatchEnded, WatchStarted
+from tempo.live import Alert, LiveWatch, SegmentWatched, WatchEnded, WatchStarted
 from tempo.live.events import LiveEvent
 from tempo.render.progress import STAGE
 from tempo.times import clock
@@ -134,9 +134,9 @@ def watch(server: Server, stream: str, question: str, threshold: float | None = 
                 started_at = event.started_at
                 yield with_status("started", source=event.source, question=event.question,
                                   started_at=utc(started_at), model=server.model.spec.name)
-            elif isinstance(event, LiveSegment):
+            elif isinstance(event, SegmentWatched):
                 result = with_status("watching", segment=event.to_dict(), alert=None, alerts=len(alerts))
-                if minutes is not None and event.end >= minutes * 60:
+                if minutes is not None and event.segment.end >= minutes * 60:
                     watching.stop.set()
                 if not event.alert:
                     yield result
@@ -170,8 +170,8 @@ def first_alert(server: Server, stream: str, question: str, timeout: float | Non
         for event in followed(watching):
             if isinstance(event, WatchStarted):
                 started_at = event.started_at
-            elif isinstance(event, LiveSegment):
-                watched, segments = event.end, segments + 1
+            elif isinstance(event, SegmentWatched):
+                watched, segments = event.segment.end, segments + 1
                 report(min(time.time() - started_at, timeout), timeout)
             elif isinstance(event, Alert):
                 return base | {"seen": True, "moment": moment(started_at, event), "watched": round(watched, 1),

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
 
-from tempo.live import Alert, Gap, LiveEvent, LiveSegment, WatchEnded, WatchStarted
+from tempo.live import Alert, Gap, LiveEvent, SegmentWatched, WatchEnded, WatchStarted
 from tempo.render.report import data_uri
 from tempo.render.style import GUIDE, ORANGE, RED, page_layout
 from tempo.render.timeline import time_ticks
@@ -57,9 +57,12 @@ class View:
         with self.lock:
             if isinstance(event, WatchStarted):
                 self.source, self.started_at = event.source, event.started_at
-            elif isinstance(event, LiveSegment):
-                self.points.append(Point(event.start, event.end, event.relevance, event.level, event.alert))
-                self.film.append((event.frame_time, data_uri(event.frame, FILM_EDGE)))
+            elif isinstance(event, SegmentWatched):
+                segment = event.segment
+                assert segment.relevance is not None and segment.frame_time is not None  # a watch's segments have both
+                assert segment.frame is not None  # and their key frame
+                self.points.append(Point(segment.start, segment.end, segment.relevance, event.level, event.alert))
+                self.film.append((segment.frame_time, data_uri(segment.frame, FILM_EDGE)))
                 if event.lag is not None:
                     self.lags.append(event.lag)
                 self.segments += 1
@@ -157,9 +160,11 @@ def when(seconds: float, started_at: float) -> str:
 
 def alert_html(alert: Alert, started_at: float) -> str:
     """An alert in the conversation: the moment's key frame and time, a link into the replay buffer."""
+    segment = alert.segment
+    assert segment.frame is not None  # a watch keeps every segment's key frame
     return (f"<div class='tempo-live-alert' data-live-seconds='{alert.time:.2f}' title='Watch it again'>"
-            f"<img src='{data_uri(alert.frame, ALERT_EDGE)}' alt=''><div><b>Alert at "
-            f"{when(alert.time, started_at)}</b><br>relevance {alert.relevance:.2f}, {alert.rise:.1f} above the "
+            f"<img src='{data_uri(segment.frame, ALERT_EDGE)}' alt=''><div><b>Alert at "
+            f"{when(alert.time, started_at)}</b><br>relevance {segment.relevance:.2f}, {alert.rise:.1f} above the "
             "stream's recent level (log-odds) · click to watch it again</div></div>")
 
 

@@ -45,7 +45,7 @@ def reporter(progress: gr.Progress) -> Callable[[Event], None]:
     agent's host from giving up on an hour of video."""
     def report(event: Event) -> None:
         if isinstance(event, SegmentCompressed):
-            progress((event.index + 1, event.num_segments), desc="segments compressed", unit="segments")
+            progress((event.segment.index + 1, event.num_segments), desc="segments compressed", unit="segments")
     return report
 
 

@@ -71,13 +71,12 @@ def relevance_ranks(relevance: list[float]) -> list[int]:
     return [order.index(value) + 1 for value in relevance]
 
 
-@dataclass(frozen=True, kw_only=True)
-class SegmentFrames(Segment):
-    """One segment's frames for the page, with the segment as a run saw it: its span, relevance (and rank, 1 = most
-    relevant) and the tokens it kept under the run's allocation."""
+@dataclass(frozen=True)
+class SegmentFrames:
+    """One segment's frames for the page, with the segment as a run saw it (its span, relevance and the tokens it kept
+    under the run's allocation), its relevance's rank (1 = most relevant) among `num_segments`."""
 
-    relevance: float
-    tokens: int
+    segment: Segment
     scaled: float  # the relevance as ATA reads it: 0 for the video's least relevant segment, 1 for its most
     rank: int
     num_segments: int
@@ -93,10 +92,9 @@ def segment_frames(model: TempoModel, video: str | os.PathLike, plan: SamplingPl
         raise InputError(f"This video has segments 0 to {len(relevance) - 1} (got {index}).")
     tokens = allocate_tokens(model, relevance, config)
     frames, times = decode_segment(video, plan, index, limits=config.limits)
-    start, end = plan.span(index)
-    return SegmentFrames(index=index, start=start, end=end, relevance=relevance[index], tokens=tokens[index],
-                         scaled=scaled_relevance(relevance)[index], rank=relevance_ranks(relevance)[index],
-                         num_segments=len(relevance), frames=frames, times=times)
+    segment = Segment(index, *plan.span(index), relevance[index], tokens[index])
+    return SegmentFrames(segment, scaled_relevance(relevance)[index], relevance_ranks(relevance)[index],
+                         len(relevance), frames, times)
 
 
 def decode_segment(video: str | os.PathLike, plan: SamplingPlan, index: int, long_edge: int = SEGMENT_FRAME_EDGE,

@@ -328,7 +328,7 @@ def check_pipeline(case: Case, model: TempoModel, expected_tokens: list[int], re
     finished = events[-1]
     if not isinstance(finished, Finished):
         raise TempoError("the pipeline ended without an answer")
-    run_relevance = [e.relevance for e in events if isinstance(e, SegmentCompressed)]
+    run_relevance = [e.segment.relevance for e in events if isinstance(e, SegmentCompressed)]
     run_tokens = next(e.tokens for e in events if isinstance(e, AllocationDone))
     report.exact(name, "run:allocations", run_tokens, expected_tokens)
     report.exact(name, "run:generated_ids", [e.token_id for e in events if isinstance(e, AnswerToken)],

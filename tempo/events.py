@@ -41,10 +41,11 @@ class Segment:
 
 
 @dataclass(frozen=True)
-class SegmentCompressed(Segment):
+class SegmentCompressed:
     """One segment went through the compressor: its record (tokens not yet allocated), one of `num_segments`."""
 
-    num_segments: int = 0
+    segment: Segment
+    num_segments: int
 
 
 @dataclass

@@ -17,9 +17,9 @@ from tempo.live import (
     AlertRule,
     Gap,
     LiveConfig,
-    LiveSegment,
     LiveWatch,
     LiveWorld,
+    SegmentWatched,
     StreamError,
     WatchEnded,
     WatchStarted,
@@ -116,14 +116,14 @@ def test_a_synthetic_stream_alerts_on_its_event_and_answers_in_stream_time(tiny)
     events = list(live.follow(world.frames(until=80.0), paced=False))
     assert isinstance(events[0], WatchStarted) and isinstance(events[-1], WatchEnded)
     assert events[-1].reason == "The stream ended." and not events[-1].failed
-    segments = [e for e in events if isinstance(e, LiveSegment)]
+    segments = [e.segment for e in events if isinstance(e, SegmentWatched)]
     assert len(segments) == 20 and [s.start for s in segments] == [4.0 * i for i in range(20)]
     alerts = [e for e in events if isinstance(e, Alert)]
     shown = [s for s in world.sightings(80.0) if (s.kind, s.colour) == (first.kind, first.colour)]
     assert len(shown) == 2  # the green star, at 0:20 and at 1:19
     assert len(alerts) == len(shown), [round(s.relevance, 4) for s in segments]
     for alert, sighting in zip(alerts, shown):  # each within two segments of its evidence
-        assert alert.end > sighting.start and alert.start < sighting.end + 2 * 4.0
+        assert alert.segment.end > sighting.start and alert.segment.start < sighting.end + 2 * 4.0
     answer = [e for e in live.ask(question)][-1]
     assert answer.video.window == (20.0, 80.0)  # the window: the last minute, in stream time
     assert [s.start for s in answer.segments][:2] == [20.0, 24.0]
@@ -140,7 +140,7 @@ def test_lag_is_measured_from_real_time_and_late_frames_are_skipped_with_a_gap(t
     for k in range(16):  # two segments: the first frame sets the clock, the others arrive 0.3 s after their moment
         now[0] = 100.0 + k / 2 + (0.3 if k else 0.0)
         events += live.push(k / 2, frame)
-    lags = [e.lag for e in events if isinstance(e, LiveSegment)]
+    lags = [e.lag for e in events if isinstance(e, SegmentWatched)]
     assert lags == [pytest.approx(0.3), pytest.approx(0.3)]
     now[0] += 30.0  # the watch fell 30 s behind: frames from then are late
     events = [e for k in range(16, 24) for e in live.push(k / 2, frame)]
@@ -148,7 +148,7 @@ def test_lag_is_measured_from_real_time_and_late_frames_are_skipped_with_a_gap(t
     now[0] = 100.0 + 40.0
     events = [e for k in range(80, 96) for e in live.push(k / 2, frame)]
     assert isinstance(events[0], Gap) and events[0].start == 8.0 and events[0].end == 40.0
-    assert [e.start for e in events if isinstance(e, LiveSegment)] == [40.0, 44.0]
+    assert [e.segment.start for e in events if isinstance(e, SegmentWatched)] == [40.0, 44.0]
 
 
 # ------------------------------------------------------------------------------------------------ sources that die
@@ -208,7 +208,7 @@ def test_stopping_an_endless_stream_leaves_no_thread_reading_it(tiny):
     stop = threading.Event()
     live = LiveWatch(tiny, "What moves?", LiveConfig(), "endless")
     for event in live.follow(LiveWorld(SEED).frames(), paced=False, stop=stop):
-        if isinstance(event, LiveSegment) and event.index == 1:
+        if isinstance(event, SegmentWatched) and event.segment.index == 1:
             stop.set()
     assert event.reason == "The watch was stopped." and event.segments == 2
     deadline = time.monotonic() + 10

@@ -15,7 +15,7 @@ def test_events_arrive_in_order_with_consistent_numbers(fixture_model, fixtures)
     kinds = [type(e) for e in events]
     assert kinds[0] is VideoProbed and kinds[-1] is Finished
     probed, finished = events[0], events[-1]
-    segments = [e for e in events if isinstance(e, SegmentCompressed)]
+    segments = [e.segment for e in events if isinstance(e, SegmentCompressed)]
     allocation = next(e for e in events if isinstance(e, AllocationDone))
     assert kinds.index(AllocationDone) > kinds.index(SegmentCompressed)
     assert [s.index for s in segments] == list(range(probed.num_segments))

@@ -23,7 +23,7 @@ def frame(i: int) -> np.ndarray:
 
 
 def stream() -> list:
-    segments = [SegmentCompressed(i, 4.0 * i, 4.0 * (i + 1), r, frame=frame(i), num_segments=5)
+    segments = [SegmentCompressed(Segment(i, 4.0 * i, 4.0 * (i + 1), r, frame=frame(i)), 5)
                 for i, r in enumerate(RELEVANCE)]
     summaries = [Segment(i, 4.0 * i, 4.0 * (i + 1), r, k) for i, (r, k) in enumerate(zip(RELEVANCE, TOKENS))]
     return [PROBED, *segments, AllocationDone(TOKENS, 100, 84, 4, 32, "ata", "head", 0),
@@ -42,8 +42,8 @@ def drawn(relevance: list[float], duration: float, tokens: list[int] | None = No
           k_max: int = 32) -> RunProgress:
     """The record of a run over 4-second segments with these scores (and tokens, and an answer)."""
     probed = VideoProbed("v.mp4", duration, 25.0, 500, 64, 48, 8 * len(relevance), 2.0, len(relevance), "pyav")
-    events: list = [probed, *(SegmentCompressed(i, 4.0 * i, 4.0 * (i + 1), r, frame=frame(i),
-                                                num_segments=len(relevance)) for i, r in enumerate(relevance))]
+    events: list = [probed, *(SegmentCompressed(Segment(i, 4.0 * i, 4.0 * (i + 1), r, frame=frame(i)), len(relevance))
+                              for i, r in enumerate(relevance))]
     if tokens is not None:
         events.append(AllocationDone(tokens, sum(tokens), sum(tokens), 4, k_max, "ata", "head", 0))
     if answer is not None:
@@ -112,7 +112,7 @@ def test_figure_while_streaming_and_after_allocation():
     streaming = timeline.timeline_figure(run_of(events[:3]))
     assert [t.name for t in streaming.data] == ["relevance (scaled)", "relevance"]  # curve and strip, no bars yet
     pending, = {(shape.x0, shape.x1) for shape in streaming.layout.shapes if shape.type == "rect"}  # both rows
-    assert pending == (events[2].end, 20.0)  # the rest of the video, greyed out
+    assert pending == (events[2].segment.end, 20.0)  # the rest of the video, greyed out
     assert streaming.layout.yaxis.range == (0, 1.04)  # relevance on [0, 1] from the first segment on
     done = timeline.timeline_figure(run_of(events))
     bars = next(t for t in done.data if t.type == "bar")

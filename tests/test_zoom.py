@@ -12,7 +12,7 @@ from tempo.config import RunConfig, SamplingConfig, Zoom
 from tempo.engine import Answers, Request
 from tempo.engine.request import answer_configs, sweep_budgets, zoomable
 from tempo.engine.zoom import asks_order, coarse_to_fine, moment_of, peaks, reason_to_zoom
-from tempo.events import Compressed, Compression, Finished, SegmentCompressed, VideoProbed, Zoomed
+from tempo.events import Compressed, Compression, Finished, Segment, SegmentCompressed, VideoProbed, Zoomed
 from tempo.video import SamplingPlan
 from tests.conftest import ROOT
 
@@ -112,7 +112,7 @@ def test_a_video_too_short_to_zoom_is_answered_in_one_pass():
 
 def test_two_moments_too_far_apart_are_answered_from_the_whole_video_without_repeating_it():
     whole = compression_of([0.9] + [0.1] * 10 + [0.8])
-    replay = [whole.video, Compressed(whole, from_cache=True), SegmentCompressed(0, 0.0, 10.0, 0.9, num_segments=12),
+    replay = [whole.video, Compressed(whole, from_cache=True), SegmentCompressed(Segment(0, 0.0, 10.0, 0.9), 12),
               finished(whole.video, "The red circle.")]
     serve, calls = scripted([[whole.video, Compressed(whole)], replay])
     request = Request("v.mp4", "Which appears first, the red circle or the blue star?",

@@ -37,9 +37,10 @@ def sparkline(values: Sequence[float]) -> str:
 
 def segment_done(progress: ProgressLine, event: SegmentCompressed) -> None:
     """The command line's progress after a segment: how far, where in the video, its relevance and the time to go."""
-    done = event.index + 1
-    progress.show(done, f"compressing {done}/{event.num_segments} segments  [{clock(event.start, 1)}-"
-                        f"{clock(event.end, 1)}] relevance {event.relevance:.3f}  ETA {progress.eta(done):4.0f}s")
+    segment = event.segment
+    done = segment.index + 1
+    progress.show(done, f"compressing {done}/{event.num_segments} segments  [{clock(segment.start, 1)}-"
+                        f"{clock(segment.end, 1)}] relevance {segment.relevance:.3f}  ETA {progress.eta(done):4.0f}s")
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:

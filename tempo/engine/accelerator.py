@@ -146,9 +146,9 @@ def compress_segments(model: TempoModel, job: Job) -> Generator[Event, None, Com
             for segment, memory, segment_relevance in zip(batch, batch_memories, batch_relevance):
                 memories.append(memory)
                 relevance.append(segment_relevance)
-                yield SegmentCompressed(segment.index, *job.plan.span(segment.index), segment_relevance,
-                                        frame=segment.thumbnail, frame_time=frame_time(job.plan, segment),
-                                        num_segments=job.video.num_segments)
+                record = Segment(segment.index, *job.plan.span(segment.index), segment_relevance,
+                                 frame=segment.thumbnail, frame_time=frame_time(job.plan, segment))
+                yield SegmentCompressed(record, job.video.num_segments)
             if kept is not None:  # kept only while it could still fit
                 kept += batch
                 if sum(s.nbytes for s in kept) > job.keep_vision_bytes:

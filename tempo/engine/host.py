@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from ..allocation import check_budget
 from ..config import Limits, RunConfig
 from ..errors import InputError, TempoError, VideoError
-from ..events import Compressed, Compression, Event, Finished, SegmentCompressed, SegmentRead, VideoProbed
+from ..events import Compressed, Compression, Event, Finished, Segment, SegmentCompressed, SegmentRead, VideoProbed
 from ..model import TempoModel
 from ..model.prompts import Exchange, compressor_query, history_within
 from ..times import length
@@ -189,8 +189,9 @@ def replayed(source: Source, compression: Compression, job: Job, accelerate: Acc
     yield Compressed(compression, from_cache=True)  # a caller after the compression alone stops here
     assert source.cached is not None  # a compression is only found in a cached video's entry
     for segment, relevance in zip(source.cached.segments, compression.relevance):
-        yield SegmentCompressed(segment.index, *source.plan.span(segment.index), relevance, frame=segment.thumbnail,
-                                frame_time=frame_time(source.plan, segment), num_segments=source.probed.num_segments)
+        record = Segment(segment.index, *source.plan.span(segment.index), relevance, frame=segment.thumbnail,
+                         frame_time=frame_time(source.plan, segment))
+        yield SegmentCompressed(record, source.probed.num_segments)
     if job.answer_configs:
         yield from accelerate(job)
 

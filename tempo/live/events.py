@@ -4,9 +4,7 @@ times."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-import numpy as np
+from dataclasses import dataclass
 
 from ..events import Segment
 
@@ -22,14 +20,13 @@ class WatchStarted:
     segment_frames: int
 
 
-@dataclass(frozen=True, kw_only=True)
-class LiveSegment(Segment):
-    """One segment of the stream was compressed with the standing question as it arrived: the segment record (its
-    start and end in stream seconds, its key frame), and how it stands against the stream's recent level."""
+@dataclass(frozen=True)
+class SegmentWatched:
+    """One segment of the stream was compressed with the standing question as it arrived: the segment (its start and
+    end in stream seconds, its relevance, its key frame and that frame's stream time), and how it stands against the
+    stream's recent level."""
 
-    relevance: float
-    frame: np.ndarray = field(repr=False, compare=False)  # the segment's sharpest frame (RGB, long edge <= 320)
-    frame_time: float  # when that frame was taken (stream seconds)
+    segment: Segment
     level: float  # the stream's recent level as the alert rule reads it: a relevance, for plots
     rise: float  # how far this segment's log-odds of relevance stand above that level
     lag: float | None = None  # seconds from its last frame's moment in real time to its result; None: unpaced
@@ -37,27 +34,33 @@ class LiveSegment(Segment):
 
     def to_dict(self) -> dict:
         """JSON-ready, without the frame."""
-        return {"index": self.index, "start": round(self.start, 3), "end": round(self.end, 3),
-                "relevance": round(self.relevance, 6), "level": round(self.level, 6), "rise": round(self.rise, 3),
-                "frame_time": round(self.frame_time, 3), "alert": self.alert,
+        segment = self.segment
+        assert segment.relevance is not None and segment.frame_time is not None  # a watch's segments have both
+        return {"index": segment.index, "start": round(segment.start, 3), "end": round(segment.end, 3),
+                "relevance": round(segment.relevance, 6), "level": round(self.level, 6), "rise": round(self.rise, 3),
+                "frame_time": round(segment.frame_time, 3), "alert": self.alert,
                 "lag": None if self.lag is None else round(self.lag, 3)}
 
 
 @dataclass(frozen=True)
 class Alert:
-    """A segment's relevance rose clearly above the stream's recent level (see `AlertRule`): the moment to look at."""
+    """A segment's relevance rose clearly above the stream's recent level (see `AlertRule`): the moment to look at,
+    its key frame's stream time."""
 
-    index: int
-    start: float
-    end: float
-    time: float  # the key frame's stream time: the moment
-    relevance: float
+    segment: Segment
     rise: float
-    frame: np.ndarray = field(repr=False)
+
+    @property
+    def time(self) -> float:
+        """The moment: when the segment's key frame was taken (stream seconds)."""
+        assert self.segment.frame_time is not None  # a watch times every segment's key frame
+        return self.segment.frame_time
 
     def to_dict(self) -> dict:
-        return {"index": self.index, "start": round(self.start, 3), "end": round(self.end, 3),
-                "time": round(self.time, 3), "relevance": round(self.relevance, 6), "rise": round(self.rise, 3)}
+        segment = self.segment
+        assert segment.relevance is not None  # a watch scores every segment
+        return {"index": segment.index, "start": round(segment.start, 3), "end": round(segment.end, 3),
+                "time": round(self.time, 3), "relevance": round(segment.relevance, 6), "rise": round(self.rise, 3)}
 
 
 @dataclass(frozen=True)
@@ -78,4 +81,4 @@ class WatchEnded:
     failed: bool = False  # the source died (unplugged, gone, corrupt), rather than ended or stopped
 
 
-LiveEvent = WatchStarted | LiveSegment | Alert | Gap | WatchEnded
+LiveEvent = WatchStarted | SegmentWatched | Alert | Gap | WatchEnded

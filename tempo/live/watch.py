@@ -17,13 +17,13 @@ import numpy as np
 from ..config import Limits, RunConfig, SamplingConfig
 from ..engine import check_question
 from ..engine.steps import Dialogue, compress_batch, encode_batch, out_of_memory_as_error, respond
-from ..events import Event
+from ..events import Event, Segment
 from ..model import TempoModel
 from ..timing import Timer
 from ..video.segments import prepare_segment
 from .alerts import Alerting, AlertRule
 from .errors import StreamError
-from .events import Alert, Gap, LiveEvent, LiveSegment, WatchEnded, WatchStarted
+from .events import Alert, Gap, LiveEvent, SegmentWatched, WatchEnded, WatchStarted
 from .feed import Feed, Frame, Sampler, rgb
 from .memory import RecentMemories, Remembered, Replay, segment_plan
 
@@ -128,14 +128,13 @@ class LiveWatch:
         self.recent.add(Remembered(memories[0], relevance, tuple(times)))
         frame_time = times[min(prepared.shown, len(times) - 1)]
         lag = None if self.origin is None else max(0.0, self.clock() - (self.origin + times[-1]))
-        segment = LiveSegment(index=self.segments, start=start, end=end, relevance=relevance,
-                              frame=prepared.thumbnail, frame_time=frame_time, level=level, rise=rise, lag=lag,
-                              alert=alert)
+        segment = Segment(self.segments, start, end, relevance, frame=prepared.thumbnail, frame_time=frame_time)
         self.segments += 1
+        watched = SegmentWatched(segment, level, rise, lag, alert)
         if not alert:
-            return [segment]
+            return [watched]
         self.alerts += 1
-        return [segment, Alert(segment.index, start, end, frame_time, relevance, rise, prepared.thumbnail)]
+        return [watched, Alert(segment, rise)]
 
     def follow(self, frames: Iterable[tuple[float, Frame]], paced: bool = True, speed: float = 1.0,
                stop: threading.Event | None = None) -> Iterator[LiveEvent]:

@@ -71,7 +71,7 @@ class RunProgress:
         elif isinstance(event, SegmentCompressed):
             if self.first_segment_at is None:
                 self.first_segment_at = time.perf_counter()
-            self.segments.append(event)
+            self.segments.append(event.segment)
         elif isinstance(event, AllocationDone):
             self.allocation = event
             self.segments = [replace(s, tokens=k) for s, k in zip(self.segments, event.tokens)]
