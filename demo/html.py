@@ -157,7 +157,7 @@ def stats_html(result: Finished, context_truncated: int) -> str:
     cards = [
         (f"{stats['segments']:,}",
          f"segments · {stats['sampled_frames']:,} frames over {clock(stats['duration'])}"),
-        (f"{stats['tokens_used']:,} / {stats['budget']:,}", "visual tokens used / budget"),
+        (f"{stats['tokens_used']:,} / {stats['budget']:,}", "memory tokens used / budget"),
         (f"{stats['tokens_per_frame']:.2f}", "tokens per sampled frame"),
         (f"{stats['reduction']:.1f}×", f"fewer than all {stats['every_memory_token']:,} memory tokens"),
     ]

@@ -8,9 +8,11 @@ import json
 import numpy as np
 import pytest
 
+from demo import html
 from tempo.events import AllocationDone, AnswerToken, Finished, Segment, SegmentCompressed, VideoProbed
 from tempo.render import export, timeline
 from tempo.render.progress import RunProgress, key_frames, run_stats
+from tempo.render.report import Asked, report_section
 from tempo.times import clock
 
 PROBED = VideoProbed("v.mp4", 20.0, 25.0, 500, 64, 48, 40, 2.0, 5, "pyav")
@@ -82,6 +84,15 @@ def test_stats_and_key_frames():
     assert [int(f[0, 0, 0]) for f, _ in picked] == [1, 2, 3]
     assert picked[0][1] == "00:04–00:08 · 32 tokens"
     assert len(key_frames(run_of(stream()).segments, count=10)) == 4
+
+
+def test_the_report_and_the_page_call_the_tokens_kept_memory_tokens():
+    """One word per concept (docs/glossary.md): the tokens the decoder read are memory tokens, in both homes."""
+    section = report_section(Asked(run_of(stream())))
+    assert "<tr><th>memory tokens</th><td>84 of a 100 budget</td></tr>" in section
+    cards = html.stats_html(stream()[-1], 0)
+    assert "<div class='value'>84 / 100</div><div class='label'>memory tokens used / budget</div>" in cards
+    assert "visual" not in section + cards
 
 
 def test_export_writes_json_and_csv(tmp_path):

@@ -134,7 +134,7 @@ def report_section(asked: Asked) -> str:
                        for k, v in result.config.summary(result.budget).items())
     numbers = [("segments", f"{stats['segments']:,} ({stats['sampled_frames']:,} frames over "
                             f"{clock(stats['duration'])})"),
-               ("visual tokens", f"{stats['tokens_used']:,} of a {stats['budget']:,} budget"),
+               ("memory tokens", f"{stats['tokens_used']:,} of a {stats['budget']:,} budget"),
                ("tokens per frame", f"{stats['tokens_per_frame']:.2f}"),
                ("reduction", f"{stats['reduction']:.1f}x fewer than all memory tokens")]
     if result.history_used or result.history_dropped:
