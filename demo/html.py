@@ -152,8 +152,8 @@ def status_html(progress: RunProgress, error: str | None = None) -> str:
     return f"<div class='tempo-status'>{text}<div class='bar'><div style='width:{width:.1f}%'></div></div></div>"
 
 
-def stats_html(result: Finished, context_truncated: int) -> str:
-    stats = run_stats(result)
+def stats_html(finished: Finished, context_truncated: int) -> str:
+    stats = run_stats(finished)
     cards = [
         (f"{stats['segments']:,}",
          f"segments · {stats['sampled_frames']:,} frames over {clock(stats['duration'])}"),
@@ -163,7 +163,7 @@ def stats_html(result: Finished, context_truncated: int) -> str:
     ]
     body = "".join(f"<div class='card'><div class='value'>{value}</div><div class='label'>{label}</div></div>"
                    for value, label in cards)
-    body += f"<div class='timings'>{html.escape(timings_text(result.timings, result.alongside))}</div>"
+    body += f"<div class='timings'>{html.escape(timings_text(finished.timings, finished.alongside))}</div>"
     if context_truncated:
         body += (f"<div class='warning'>{context_truncated:,} visual positions were cut to fit the decoder context "
                  "(as in the released code); lower the budget or max frames to keep them all.</div>")

@@ -83,10 +83,10 @@ def make_proxy(path: str | os.PathLike, directory: str | os.PathLike) -> Path:
                 "-movflags", "+faststart"]
     command += ["-map", "0:a:0?", "-c:a", "aac", "-b:a", "96k"] if full_motion else ["-an", "-fps_mode", "vfr"]
     command.append(os.fspath(target))
-    result = subprocess.run(command, capture_output=True, text=True, timeout=PROXY_TIMEOUT_S,
+    ffmpeg = subprocess.run(command, capture_output=True, text=True, timeout=PROXY_TIMEOUT_S,
                             preexec_fn=_bounded if os.name == "posix" else None)
-    if result.returncode != 0 or not target.is_file():
-        log.info("preview of %s failed: %s", path, result.stderr[-500:])
+    if ffmpeg.returncode != 0 or not target.is_file():
+        log.info("preview of %s failed: %s", path, ffmpeg.stderr[-500:])
         raise unreadable
     return target
 

@@ -186,12 +186,12 @@ def test_stage_timings_add_up_to_the_total_with_decoding_alongside(fixture_model
     import tempo
     from tempo.render.text import timings_text
 
-    result = tempo.answer(fixture_model, fixtures / "videos" / "shapes_40s_320x240.mp4", "What moves?")
-    serial = [name for name in result.timings if name not in result.alongside and name != "total"]
-    assert "decode" in result.alongside and "compress" in serial and "other" in serial
-    assert sum(result.timings[name] for name in serial) == pytest.approx(result.timings["total"], abs=2e-3)
-    text = timings_text(result.timings, result.alongside)
-    assert f"= {result.timings['total']:.2f} s · alongside: " in text and "decode" in text.split("alongside")[1]
+    finished = tempo.answer(fixture_model, fixtures / "videos" / "shapes_40s_320x240.mp4", "What moves?")
+    serial = [name for name in finished.timings if name not in finished.alongside and name != "total"]
+    assert "decode" in finished.alongside and "compress" in serial and "other" in serial
+    assert sum(finished.timings[name] for name in serial) == pytest.approx(finished.timings["total"], abs=2e-3)
+    text = timings_text(finished.timings, finished.alongside)
+    assert f"= {finished.timings['total']:.2f} s · alongside: " in text and "decode" in text.split("alongside")[1]
 
 
 def test_the_timeline_shades_and_numbers_each_moment_and_the_report_lists_them():

@@ -325,10 +325,10 @@ def sweep_figure(segments: Sequence[Segment], sweep: Sequence[Finished], *, dura
                  k_max: int, start: float = 0.0) -> go.Figure:
     """Tokens kept per segment (x: video time) at each budget of a sweep (y, smallest at the bottom)."""
     edges = [s.start for s in segments] + [segments[-1].end]
-    rows = [f"{result.budget:,}" for result in sweep]
+    rows = [f"{finished.budget:,}" for finished in sweep]
     hover = [[[span(s.start, s.end), row, s.index] for s in segments] for row in rows]
     fig = go.Figure(go.Heatmap(
-        z=[[s.tokens for s in result.segments] for result in sweep], x=edges, y=rows, colorscale=TOKEN_SCALE,
+        z=[[s.tokens for s in finished.segments] for finished in sweep], x=edges, y=rows, colorscale=TOKEN_SCALE,
         zmin=0, zmax=k_max, xgap=1, ygap=2, customdata=hover,
         colorbar=dict(title=dict(text="tokens", side="right"), thickness=12, len=0.9),
         hovertemplate="<b>%{customdata[0]}</b><br>budget %{customdata[1]}<br>%{z} tokens kept<extra></extra>"))
