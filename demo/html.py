@@ -182,7 +182,7 @@ def truth_html(truth: Truth | None) -> str:
 def segment_html(look: SegmentFrames, k_max: int) -> str:
     """The inspector's card for one segment."""
     facts = [("time", span(look.start, look.end)),
-             (f"relevance, scaled as ATA reads it (raw score {look.relevance:.3g})", f"{look.scaled:.2f}"),
+             (f"relevance, scaled as ATA reads it (raw relevance {look.relevance:.3g})", f"{look.scaled:.2f}"),
              ("rank", f"{look.rank} of {look.num_segments} by relevance"), ("tokens kept", f"{look.tokens} of {k_max}")]
     cells = "".join(f"<div class='card'><div class='value'>{html.escape(value)}</div>"
                     f"<div class='label'>{label}</div></div>" for label, value in facts)

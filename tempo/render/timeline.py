@@ -142,7 +142,7 @@ def _timeline(segments: Sequence[Segment], tokens: Sequence[int] | None = None, 
     duration = duration or (segments[-1].end if segments else 60.0)
     raw = [s.relevance for s in segments]
     has_relevance = bool(segments) and all(r is not None for r in raw)
-    relevance = scaled_relevance(raw)  # what ATA reads: a tiny model's raw scores can all sit near zero
+    relevance = scaled_relevance(raw)  # what ATA reads: a tiny model's raw relevance can all sit near zero
     token_text = [f"{k} / {k_max}" if k_max else str(k) for k in tokens] if tokens else ["pending"] * done
     points = [list(PointData(span(s.start, s.end), relevance_text(r, scaled), t, s.index, s.start))
               for s, r, scaled, t in zip(segments, raw, relevance, token_text)]
@@ -217,10 +217,10 @@ def _whole_video(fig: go.Figure, zoom: Zoomed) -> None:
 
 
 def relevance_text(raw: float | None, scaled: float | None) -> str:
-    """A segment's relevance in words for hover text: scaled as ATA reads it, then the compressor's own score."""
+    """A segment's relevance in words for hover text: scaled as ATA reads it, then raw, as the compressor gave it."""
     if raw is None or scaled is None:
         return "relevance n/a (compression off)"
-    return f"relevance {scaled:.2f} of the range (raw score {raw:.4g})"
+    return f"relevance {scaled:.2f} of the range (raw relevance {raw:.4g})"
 
 
 def _window_in_video(fig: go.Figure, start: float, end: float, video: float) -> None:
