@@ -9,6 +9,7 @@ scale or a transposed channel is off by order 1."""
 
 from __future__ import annotations
 
+import io
 import os
 
 import pytest
@@ -66,3 +67,24 @@ def test_the_lm_head_keeps_its_weights(logits):
     assert model.int8 and isinstance(model.compressor.vlm.visual.blocks[0].mlp.linear_fc1, Int8Linear)
     assert isinstance(model.decoder.lm.model.layers[0].mlp.up_proj, Int8Linear)
     assert type(model.decoder.lm.lm_head) is nn.Linear
+
+
+def test_the_ray_engine_loads_each_actor_with_int8_when_asked(tmp_path, monkeypatch):
+    """`tempo batch --engine ray --int8` hands the choice to the actors, which load their model with it."""
+    from tempo import cli
+    from tempo.batch import Summary
+    from tempo.config import RunConfig
+    from tempo.integrations import ray_batch
+
+    handed: list[ray_batch.Loading] = []
+    monkeypatch.setattr(ray_batch, "run_batch", lambda jobs, output, base, err, loading, cluster, reports:
+                        handed.append(loading) or Summary())
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_text('{"id": "a", "video": "v.mp4", "question": "What colour is the star?"}\n', encoding="utf-8")
+    assert cli.main(["batch", "--engine", "ray", "--int8", "--input", str(jobs), "--output", str(tmp_path / "o")],
+                    err=io.StringIO()) == 0
+    assert [loading.int8 for loading in handed] == [True]
+    loaded: list[bool] = []
+    monkeypatch.setattr(ray_batch, "from_pretrained", lambda *args, **kwargs: loaded.append(kwargs["int8"]))
+    ray_batch.Answerer(handed[0], RunConfig(), None)
+    assert loaded == [True]

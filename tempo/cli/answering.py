@@ -170,7 +170,8 @@ def batch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
         # no model here: each job checks the settings against the checkpoint on the actor that runs it
         summary = ray_batch.run_batch(jobs, args.output, run_config(args, limits, None), err,
-                                      ray_batch.Loading(args.model, args.base, args.device, args.dtype),
+                                      ray_batch.Loading(args.model, args.base, args.device, args.dtype,
+                                                        bool(args.int8) or limits.int8),
                                       ray_batch.Cluster(args.address, args.actors), args.reports)
     else:
         model = tempo_model.from_pretrained(args.model, base=args.base, device=args.device, dtype=args.dtype,

@@ -42,19 +42,21 @@ class Cluster:
 
 @dataclass(frozen=True)
 class Loading:
-    """How each actor loads its model (the command line's --model, --base, --device and --dtype)."""
+    """How each actor loads its model (the command line's --model, --base, --device, --dtype and --int8)."""
 
     model: str | None = None
     base: str | None = None
     device: str | None = None
     dtype: str | None = None
+    int8: bool = False
 
 
 class Answerer:
     """A Ray Data actor: one model, answering each job it is handed as `tempo batch` would."""
 
     def __init__(self, loading: Loading, base: RunConfig, reports: str | None) -> None:
-        self.model = from_pretrained(loading.model, base=loading.base, device=loading.device, dtype=loading.dtype)
+        self.model = from_pretrained(loading.model, base=loading.base, device=loading.device, dtype=loading.dtype,
+                                     int8=loading.int8)
         self.base, self.reports = base, reports
         self.cache = VideoCache()  # the jobs this actor gets about one video reuse its frames and features
 
