@@ -27,20 +27,20 @@ from .refusals import refused
 from .server import Request, Server
 from .settings import split_others
 
-REFRESH_S = 0.5  # a streamed partial result at most this often, besides the first segment and the milestones
+REFRESH_S = 0.5  # a streamed partial JSON at most this often, besides the first segment and the milestones
 MAX_HISTORY_BYTES = 8 * 2**20  # earlier turns a /chat call may send back (23 turns of 1,024 segments is ~3 MB)
 
 
 @refused
 def answer(server: Server, video: object, question: str, **settings: object) -> Iterator[dict]:
-    """JSON for API clients, streamed: partial while compressing (see `status`), the full result at the end, with
+    """JSON for API clients, streamed: partial while compressing (see `status`), the finished run at the end, with
     `looked_at` (the segments the compressor found most relevant), `model` and, for the shipped examples, `truth`."""
     yield from streamed(server, server.request(video, question, settings))
 
 
 def streamed(server: Server, request: Request) -> Iterator[dict]:
     """`request`'s run as /answer's JSON: partial results while it runs, at most every REFRESH_S besides the first
-    segment and the milestones, then the whole result."""
+    segment and the milestones, then the finished run."""
     progress, shown = RunProgress(request.question), 0.0
     for event in server.run(request):
         progress.update(event)
@@ -48,14 +48,14 @@ def streamed(server: Server, request: Request) -> Iterator[dict]:
         milestone = isinstance(event, (AllocationDone, Finished))
         if first or milestone or time.perf_counter() - shown > REFRESH_S:
             shown = time.perf_counter()
-            yield progress.to_dict() | (finished(server, request, event) if isinstance(event, Finished) else {})
+            yield progress.to_dict() | (finished_fields(server, request, event) if isinstance(event, Finished) else {})
 
 
-def finished(server: Server, request: Request, result: Finished) -> dict:
-    """What the whole result adds to its JSON: where the compressor looked, the model's name, whether its weights
+def finished_fields(server: Server, request: Request, finished: Finished) -> dict:
+    """What a finished run adds to its JSON: where the compressor looked, the model's name, whether its weights
     are int8, and (for a shipped example) the truth."""
-    truth = server.truth(request, result)
-    return ({"looked_at": looked_at(result.segments), "model": server.model.spec.name, "int8": server.model.int8}
+    truth = server.truth(request, finished)
+    return ({"looked_at": looked_at(finished.segments), "model": server.model.spec.name, "int8": server.model.int8}
             | ({"truth": truth_dict(truth)} if truth else {}))
 
 
@@ -70,7 +70,7 @@ def chat(server: Server, video: object, question: str, *, history: object = None
          **settings: object) -> Iterator[dict]:
     """A conversation with one video: `history` (the "turns" a previous call returned; none to start) in, those
     turns plus this question's out, as {"turns": [...]}; while it runs, {"turns": history, "current": partial
-    /answer result}. Each turn is /answer's result with its "question" and "looked_at" (the segments the compressor
+    /answer JSON}. Each turn is /answer's JSON with its "question" and "looked_at" (the segments the compressor
     found most relevant). The model reads the earlier turns with the question (those its allowance holds; none for a
     model that takes none: see each turn's history_used and history_dropped), reusing the cached work on the video."""
     turns = previous_turns(history)
@@ -87,7 +87,7 @@ def previous_turns(history: object) -> list[dict]:
     """A /chat history, checked: a list of the turns an earlier call returned (only the latest are kept)."""
     if history in (None, "", []):
         return []
-    if isinstance(history, dict) and "turns" in history:  # the whole earlier result is fine too
+    if isinstance(history, dict) and "turns" in history:  # the whole earlier reply is fine too
         history = history["turns"]
     if not isinstance(history, list) or not all(isinstance(t, dict) and isinstance(t.get("question"), str)
                                                 for t in history):
@@ -107,7 +107,7 @@ def truth_dict(truth: Truth) -> dict:
 
 @refused
 def compare(server: Server, video: object, question: str, **values: object) -> dict:
-    """Two allocations of one compression: {"first", "second"} (each as /answer's result), the tokens each segment
+    """Two allocations of one compression: {"first", "second"} (each as /answer's JSON), the tokens each segment
     gained or lost, and the segments that changed most."""
     settings, others = split_others(values)
     comparison = server.compare(server.request(video, question, settings), others)
@@ -118,15 +118,15 @@ def compare(server: Server, video: object, question: str, **values: object) -> d
 @refused
 def sweep(server: Server, video: object, question: str, **settings: object) -> dict:
     """The run's strategy at budgets from one token per segment to every memory token (the top one kept whole):
-    one /answer-style result per budget, smallest first, each with "usable" (false where the answer says nothing
+    one /answer-style JSON per budget, smallest first, each with "usable" (false where the answer says nothing
     or loops) and, for a shipped example, "correct"."""
     request = server.request(video, question, settings)
     results = []
-    for result in server.sweep(request):
-        truth = server.truth(request, result)
-        results.append(result.to_dict() | {"usable": usable(result.answer)} |
+    for finished in server.sweep(request):
+        truth = server.truth(request, finished)
+        results.append(finished.to_dict() | {"usable": usable(finished.answer)} |
                        ({"correct": truth.correct} if truth else {}))
-    return {"budgets": [result["budget"] for result in results], "results": results}
+    return {"budgets": [answer["budget"] for answer in results], "results": results}
 
 
 @refused
@@ -137,7 +137,7 @@ def segment(server: Server, video: object, question: str, *, segment: object, **
     record = look.segment
     facts = {"index": record.index, "start": record.start, "end": record.end, "relevance": record.relevance,
              "relevance_scaled": look.scaled, "rank": look.rank, "tokens": record.tokens}
-    return {"result": facts, "frames": [(frame, clock(t)) for frame, t in zip(look.frames, look.times)]}
+    return {"facts": facts, "frames": [(frame, clock(t)) for frame, t in zip(look.frames, look.times)]}
 
 
 @refused
@@ -175,13 +175,13 @@ def gallery(server: Server, video: object, question: str, **settings: object) ->
     progress = RunProgress(request.question)
     for event in server.run(request):
         progress.update(event)
-    result = progress.finished
-    if result is None or not result.moments:
+    finished = progress.finished
+    if finished is None or not finished.moments:
         raise InputError("This run found no moments to show (compression off, or a video with no relevance).")
     workdir = tempfile.mkdtemp(prefix="tempo-app-")
     try:
         segments = (list(progress.zoom.segments) if progress.zoom else []) + progress.segments  # a zoom's both passes
-        yield str(write_gallery(result.moments, segments, Path(workdir, "tempo-highlights.png"), request.question,
+        yield str(write_gallery(finished.moments, segments, Path(workdir, "tempo-highlights.png"), request.question,
                                 request.video))
     finally:  # Gradio has copied the file into its cache by now
         shutil.rmtree(workdir, ignore_errors=True)

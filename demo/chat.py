@@ -36,14 +36,14 @@ class Turn:
     @property
     def exchange(self) -> Exchange:
         """This turn as the decoder reads it in a later turn."""
-        return Exchange(self.question, self.result.answer)
+        return Exchange(self.question, self.finished.answer)
 
     @property
     def question(self) -> str:
         return self.progress.question
 
     @property
-    def result(self) -> Finished:
+    def finished(self) -> Finished:
         assert self.progress.finished is not None  # a turn is a finished run
         return self.progress.finished
 
@@ -72,7 +72,7 @@ class Turn:
 
     @cached_property
     def moments(self) -> str:
-        return moments_html(self.result.moments)
+        return moments_html(self.finished.moments)
 
     @property
     def highlight_segments(self) -> list[Segment]:
@@ -127,24 +127,24 @@ def messages(conversation: Conversation | None, asking: str | None = None, parti
 def turn_html(index: int, turn: Turn, selected: bool) -> str:
     """A turn's reply in the chat: the answer with clickable times, where the compressor looked, how it was
     allocated, and for an example whether it is right. `data-turn` lets a click show the turn's run again."""
-    result = turn.result
+    finished = turn.finished
     verdict = ""
     if turn.truth is not None:
         mark = "right" if turn.truth.correct else "wrong"
         verdict = (f"<div class='tempo-verdict {mark}'>{'✓' if turn.truth.correct else '✗'} expected "
                    f"{seekable(turn.truth.expected)}</div>")
-    meta = (f"{html.escape(turn.label)} · {result.tokens_used:,} tokens · {result.timings.get('total', 0.0):.1f} s"
-            + (" · compression from the cache" if turn.cached else "") + memory_text(result, turn.remembers)
-            + (f" · over {span(*result.video.window)} of {clock(result.video.duration)}" if result.video.window
-               else "") + (f" · zoomed in, as {result.zoom.reason}" if result.zoom else ""))
+    meta = (f"{html.escape(turn.label)} · {finished.tokens_used:,} tokens · {finished.timings.get('total', 0.0):.1f} s"
+            + (" · compression from the cache" if turn.cached else "") + memory_text(finished, turn.remembers)
+            + (f" · over {span(*finished.video.window)} of {clock(finished.video.duration)}" if finished.video.window
+               else "") + (f" · zoomed in, as {finished.zoom.reason}" if finished.zoom else ""))
     return (f"<div class='tempo-turn{' selected' if selected else ''}' data-turn='{index}'>"
-            f"<div class='tempo-reply'>{seekable(answer_text(result.answer), result.video.duration)}</div>{verdict}"
+            f"<div class='tempo-reply'>{seekable(answer_text(finished.answer), finished.video.duration)}</div>{verdict}"
             f"{turn.looked}<div class='tempo-meta'>{meta}</div></div>")
 
 
-def memory_text(result: Finished, remembers: bool) -> str:
+def memory_text(finished: Finished, remembers: bool) -> str:
     """What of the conversation the model read with this question (nothing to say for a model that reads none)."""
-    if not remembers or not (result.history_used or result.history_dropped):
+    if not remembers or not (finished.history_used or finished.history_dropped):
         return ""
-    text = f" · read with {result.history_used} earlier turn{'s' * (result.history_used != 1)}"
-    return text + (f" ({result.history_dropped} older left out)" if result.history_dropped else "")
+    text = f" · read with {finished.history_used} earlier turn{'s' * (finished.history_used != 1)}"
+    return text + (f" ({finished.history_dropped} older left out)" if finished.history_dropped else "")

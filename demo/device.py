@@ -13,6 +13,7 @@ import functools
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import gradio as gr
 import spaces
@@ -33,6 +34,14 @@ MARGIN = 1.25  # the factors are estimates: a reservation that falls short ends 
 # How far a decoding step's fixed cost (kernel launches and their minimum time, not bytes) may move on another
 # architecture: the two Hopper cards agree within 5 %, but nothing measured says how Blackwell's half card does.
 FIXED_UNCERTAINTY = 0.5
+RENAMED_KEYS = {"phases": "parts", "phase_s": "part_s", "stages": "timings"}  # GPU check JSON: old key -> key now
+
+
+def current_keys(figures: object) -> Any:
+    """GPU check figures with a file's keys from before the rename (`RENAMED_KEYS`) read as they are now."""
+    if isinstance(figures, dict):
+        return {RENAMED_KEYS.get(key, key): current_keys(value) for key, value in figures.items()}
+    return figures
 
 
 @dataclass(frozen=True)
@@ -47,14 +56,15 @@ class StepFit:
     @classmethod
     def fitted(cls, runs: Sequence[dict]) -> StepFit:
         """From GPU check figures (each from a GPU in `DATA_SHEETS`); the bytes and the bandwidth's efficiency from
-        the runs that measured them (the compiled phase's floor, the environment's bandwidth)."""
-        floors = [run["phases"].get("compiled", {}).get("floor") for run in runs]
+        the runs that measured them (the compiled part's floor, the environment's bandwidth)."""
+        runs = [current_keys(run) for run in runs]
+        floors = [run["parts"].get("compiled", {}).get("floor") for run in runs]
         floor = next(f for f in floors if f)
         read = 1e9 * (floor["decoder_weights_gb"] + floor["kv_cache_gb"])
-        measured = [(run["phases"]["environment"]["memory_gb_s"] / 1e3, DATA_SHEETS[run["device"]][1])
-                    for run in runs if run["phases"]["environment"].get("memory_gb_s")]
+        measured = [(run["parts"]["environment"]["memory_gb_s"] / 1e3, DATA_SHEETS[run["device"]][1])
+                    for run in runs if run["parts"]["environment"].get("memory_gb_s")]
         efficiency = min(got / sheet for got, sheet in measured)
-        fixed = tuple(run["phases"]["hour"]["stages"]["per_token"] - read / (
+        fixed = tuple(run["parts"]["hour"]["timings"]["per_token"] - read / (
             DATA_SHEETS[run["device"]][1] * 1e12 * efficiency) for run in runs)
         return cls(tuple(round(f, 5) for f in fixed), read, round(efficiency, 3))
 
@@ -141,14 +151,15 @@ class GpuCost:
     def fitted(cls, runs: Sequence[dict]) -> GpuCost:
         """The costs GPU checks' figures give (`runs`: their JSONs, each from a GPU in `DATA_SHEETS`)."""
         half_flops, half_bandwidth = ZEROGPU_HALF_RTX_PRO_6000
+        runs = [current_keys(run) for run in runs]
 
         def compute(run: dict, seconds: float) -> float:
             return seconds * DATA_SHEETS[run["device"]][0] / half_flops * MARGIN
 
-        hours = [(run, run["phases"]["hour"]) for run in runs]
-        segment = max(compute(run, (hour["stages"]["vision"] + hour["stages"]["compress"]) / hour["segments"])
+        hours = [(run, run["parts"]["hour"]) for run in runs]
+        segment = max(compute(run, (hour["timings"]["vision"] + hour["timings"]["compress"]) / hour["segments"])
                       for run, hour in hours)
-        answer = max(compute(run, hour["stages"]["allocate"] + hour["stages"]["prefill"]) for run, hour in hours)
+        answer = max(compute(run, hour["timings"]["allocate"] + hour["timings"]["prefill"]) for run, hour in hours)
         _, central, _ = StepFit.fitted(runs).seconds(half_bandwidth)
         return cls(segment=round(segment, 3), answer=round(answer, 3), token=round(central * MARGIN, 4))
 

@@ -125,7 +125,7 @@ def look_closer(server: Server, video: object, question: str, moment: object, *,
     conversation = conversation if isinstance(conversation, Conversation) else None
     if conversation is None or not conversation.turns:
         raise refusal(InputError("Ask a question first, then look closer at a moment it found."))
-    shown = conversation.turns[conversation.selected if conversation.selected is not None else -1].result
+    shown = conversation.turns[conversation.selected if conversation.selected is not None else -1].finished
     seconds = moment.get("seconds") if isinstance(moment, dict) else None
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
         looked = most_relevant(shown.segments, 1)
@@ -158,7 +158,7 @@ def turn_updates(conversation: Conversation) -> Updates:
     assert progress.allocation is not None  # a turn's run was allocated
     return {"timeline": turn.figure, "status": status_html(progress),
             "chat": messages(conversation), "conversation": conversation, "gallery": turn.key_frames,
-            "stats": stats_html(turn.result, progress.allocation.context_truncated), "filmstrip": turn.filmstrip,
+            "stats": stats_html(turn.finished, progress.allocation.context_truncated), "filmstrip": turn.filmstrip,
             "truth": truth_html(turn.truth), "moments": turn.moments, "clip_file": gr.DownloadButton(visible=False)}
 
 
@@ -170,9 +170,9 @@ def downloads(server: Server, conversation: Conversation, workdir: Path) -> Upda
     report_path = server.write_report([turn.asked for turn in turns], workdir / "tempo-report.html")
     newest = turns[-1]
     highlights = gr.DownloadButton(visible=False)
-    if newest.result.moments:
+    if newest.finished.moments:
         highlights = gr.DownloadButton(value=str(write_gallery(
-            newest.result.moments, newest.highlight_segments, workdir / "tempo-highlights.png", newest.question,
+            newest.finished.moments, newest.highlight_segments, workdir / "tempo-highlights.png", newest.question,
             conversation.video)), visible=True)
     return {"json_file": gr.DownloadButton(value=str(json_path), visible=True),
             "csv_file": gr.DownloadButton(value=str(csv_path), visible=True),
@@ -183,7 +183,7 @@ def clip_view(server: Server, conversation: object, picked: object) -> Iterator[
     """A click on one of the shown turn's moments: its clip, cut from the conversation's video, to download."""
     if not isinstance(conversation, Conversation) or conversation.selected is None or not isinstance(picked, dict):
         return
-    moments = conversation.turns[conversation.selected].result.moments
+    moments = conversation.turns[conversation.selected].finished.moments
     index = picked.get("moment")
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(moments):
         return
@@ -251,21 +251,21 @@ def sweep_view(server: Server, video: object, question: str, **settings: object)
     sweep = server.sweep(request)
     last = sweep[-1]
     rows = []
-    for result in reversed(sweep):
-        everything = result.tokens_used == result.k_max * len(result.segments)
-        rows.append([f"{result.budget:,}" + (" (everything)" if everything else ""), f"{result.tokens_used:,}",
-                     answer_text(result.answer), verdict(server, request, result)])
+    for finished in reversed(sweep):
+        everything = finished.tokens_used == finished.k_max * len(finished.segments)
+        rows.append([f"{finished.budget:,}" + (" (everything)" if everything else ""), f"{finished.tokens_used:,}",
+                     answer_text(finished.answer), verdict(server, request, finished)])
     start, end = axis_of(last.video)
     return {"plot": sweep_figure(last.segments, sweep, start=start, duration=end, k_max=last.k_max),
             "answers": rows}
 
 
-def verdict(server: Server, request: Request, result: Finished) -> str:
+def verdict(server: Server, request: Request, finished: Finished) -> str:
     """How an answer of a sweep or a comparison fares: "too few tokens" when it says nothing usable, else for
     an example whether it is right."""
-    if not usable(result.answer):
+    if not usable(finished.answer):
         return "too few tokens"
-    truth = server.truth(request, result)
+    truth = server.truth(request, finished)
     return "" if truth is None else ("✓ right" if truth.correct else "✗ wrong")
 
 

@@ -152,8 +152,8 @@ def status_html(progress: RunProgress, error: str | None = None) -> str:
     return f"<div class='tempo-status'>{text}<div class='bar'><div style='width:{width:.1f}%'></div></div></div>"
 
 
-def stats_html(result: Finished, context_truncated: int) -> str:
-    stats = run_stats(result)
+def stats_html(finished: Finished, context_truncated: int) -> str:
+    stats = run_stats(finished)
     cards = [
         (f"{stats['segments']:,}",
          f"segments · {stats['sampled_frames']:,} frames over {clock(stats['duration'])}"),
@@ -163,7 +163,7 @@ def stats_html(result: Finished, context_truncated: int) -> str:
     ]
     body = "".join(f"<div class='card'><div class='value'>{value}</div><div class='label'>{label}</div></div>"
                    for value, label in cards)
-    body += f"<div class='timings'>{html.escape(timings_text(result.timings, result.alongside))}</div>"
+    body += f"<div class='timings'>{html.escape(timings_text(finished.timings, finished.alongside))}</div>"
     if context_truncated:
         body += (f"<div class='warning'>{context_truncated:,} visual positions were cut to fit the decoder context "
                  "(as in the released code); lower the budget or max frames to keep them all.</div>")
@@ -183,7 +183,7 @@ def segment_html(look: SegmentFrames, k_max: int) -> str:
     """The inspector's card for one segment."""
     segment = look.segment
     facts = [("time", span(segment.start, segment.end)),
-             (f"relevance, scaled as ATA reads it (raw score {segment.relevance:.3g})", f"{look.scaled:.2f}"),
+             (f"relevance, scaled as ATA reads it (raw relevance {segment.relevance:.3g})", f"{look.scaled:.2f}"),
              ("rank", f"{look.rank} of {look.num_segments} by relevance"),
              ("tokens kept", f"{segment.tokens} of {k_max}")]
     cells = "".join(f"<div class='card'><div class='value'>{html.escape(value)}</div>"

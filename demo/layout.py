@@ -238,13 +238,13 @@ def api_endpoints(server: Server, inputs: Inputs, tabs: Tabs) -> None:
     """The API's own endpoints: the page's work as JSON (and files), on hidden components; documented for
     `gradio_client`, not MCP tools."""
     video = [inputs.upload, inputs.question]
-    result, file = gr.JSON(visible=False), gr.File(visible=False)
-    segment = dict(result=result, frames=gr.Gallery(visible=False))
+    as_json, file = gr.JSON(visible=False), gr.File(visible=False)  # an endpoint's JSON, or its file
+    segment = dict(facts=as_json, frames=gr.Gallery(visible=False))
     endpoints: list[tuple[Callable, str, Outputs, gr.components.Component | Outputs]] = [
-                 (api.answer, "answer", inputs.settings, result),
-                 (api.chat, "chat", inputs.settings | {"history": gr.JSON(visible=False)}, result),
-                 (api.compare, "compare", inputs.settings | tabs.others, result),
-                 (api.sweep, "sweep", inputs.settings, result),
+                 (api.answer, "answer", inputs.settings, as_json),
+                 (api.chat, "chat", inputs.settings | {"history": gr.JSON(visible=False)}, as_json),
+                 (api.compare, "compare", inputs.settings | tabs.others, as_json),
+                 (api.sweep, "sweep", inputs.settings, as_json),
                  (api.segment, "segment", inputs.settings | {"segment": gr.Number(visible=False, precision=0)},
                   segment),
                  (api.report, "report", inputs.settings, file),
@@ -262,7 +262,7 @@ def api_endpoints(server: Server, inputs: Inputs, tabs: Tabs) -> None:
     watching: dict[str, gr.blocks.Block] = dict(threshold=gr.Number(None, visible=False),
                                                 minutes=gr.Number(None, visible=False))
     texts = [gr.Textbox(visible=False), gr.Textbox(visible=False)]  # the stream and the question, as text
-    gr.Button(visible=False).click(not_a_tool(connect(live_api.watch, server)), texts, result, inputs_kwargs=watching,
+    gr.Button(visible=False).click(not_a_tool(connect(live_api.watch, server)), texts, as_json, inputs_kwargs=watching,
                                    api_name="watch", concurrency_id="live", preprocess=False)
 
 

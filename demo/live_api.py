@@ -1,4 +1,4 @@
-"""Live mode for programs: the /watch endpoint (one JSON result per segment, for `gradio_client`) and the work of
+"""Live mode for programs: the /watch endpoint (one JSON update per segment, for `gradio_client`) and the work of
 the `wait_for` tool (the first moment that raised an alert, or "not seen"). Both read what the page reads
 (`live_sources`), take a watch of this server's cap while they run, and free it when they end or are cancelled."""
 
@@ -36,7 +36,7 @@ from .server import Server
 
 MAX_WAIT_S = 300.0  # wait_for watches at most five minutes: a tool call an agent's host keeps open
 DEFAULT_WAIT_S = 120.0
-KEPT_ALERTS = 100  # alerts a /watch result lists at its end
+KEPT_ALERTS = 100  # alerts /watch's final update lists
 STREAM = ("the stream, as one string: an HLS playlist URL (.m3u8), an rtsp:// camera, an http(s) video that never "
           "ends (each on a public address), a video uploaded to this server first (the path /gradio_api/upload "
           "returned), played as if live at real time")
@@ -107,7 +107,7 @@ def followed(watching: Watching) -> Iterator[LiveEvent]:
 
 
 def with_status(status: str, **fields: Any) -> dict[str, Any]:
-    """One of `/watch`'s results: its status (also as `stage`, the key's first name, for older clients), then
+    """One of `/watch`'s updates: its status (also as `stage`, the key's first name, for older clients), then
     `fields`."""
     return {"status": status, STAGE: status, **fields}
 
@@ -115,7 +115,7 @@ def with_status(status: str, **fields: Any) -> dict[str, Any]:
 @refused
 def watch(server: Server, stream: str, question: str, threshold: float | None = None,
           minutes: float | None = None) -> Iterator[dict]:
-    """Watch a stream with a standing question: {"status": "started", ...}, then one result per segment as it is
+    """Watch a stream with a standing question: {"status": "started", ...}, then one update per segment as it is
     scored ({"status": "watching", "segment": {index, start, end (stream seconds), relevance, level, rise, lag,
     alert}, "alert": the moment or null, "alerts": how many so far}), and at the end {"status": "ended", "reason",
     "failed", "segments", "alerts": [every moment]}; each also says its status as `stage`, for older clients. It
@@ -127,7 +127,7 @@ def watch(server: Server, stream: str, question: str, threshold: float | None = 
     watching = begin(server, owner, named_source(server, stream), question, threshold)
     started_at = time.time()
     alerts: list[dict] = []
-    result: dict[str, Any] = {}
+    latest: dict[str, Any] = {}  # the newest segment's update, which an alert repeats
     try:
         for event in followed(watching):
             if isinstance(event, WatchStarted):
@@ -135,14 +135,14 @@ def watch(server: Server, stream: str, question: str, threshold: float | None = 
                 yield with_status("started", source=event.source, question=event.question,
                                   started_at=utc(started_at), model=server.model.spec.name)
             elif isinstance(event, SegmentWatched):
-                result = with_status("watching", segment=event.to_dict(), alert=None, alerts=len(alerts))
+                latest = with_status("watching", segment=event.to_dict(), alert=None, alerts=len(alerts))
                 if minutes is not None and event.segment.end >= minutes * 60:
                     watching.stop.set()
                 if not event.alert:
-                    yield result
+                    yield latest
             elif isinstance(event, Alert):
                 alerts.append(moment(started_at, event))
-                yield with_status("watching", segment=result["segment"] | {"alert": True}, alert=alerts[-1],
+                yield with_status("watching", segment=latest["segment"] | {"alert": True}, alert=alerts[-1],
                                   alerts=len(alerts))
             elif isinstance(event, WatchEnded):
                 reason = "The watch reached its minutes." if minutes is not None and watching.stop.is_set() \

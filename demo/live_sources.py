@@ -123,7 +123,7 @@ def synthetic_source(seed: int | None = None) -> Source:
 
 def config_of(limits: Limits, threshold: float | None = None) -> LiveConfig:
     """A watch's config from the server's settings, and the alert rule's rise when one is given."""
-    config = LiveConfig(recent_s=limits.live_window_min * 60.0, replay_s=limits.live_replay_min * 60.0,
+    config = LiveConfig(recent_s=limits.live_recent_min * 60.0, replay_s=limits.live_replay_min * 60.0,
                         max_pixels=limits.max_frame_pixels)
     if threshold is None:
         return config

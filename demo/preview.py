@@ -2,7 +2,7 @@
 
 Browsers play H.264 (8-bit 4:2:0) or AV1 in MP4, and VP8, VP9 or AV1 in WebM. MPEG-4 Part 2, HEVC, AVI, MKV and
 the like are transcoded with the ffmpeg that imageio-ffmpeg ships: a few hundred pixels wide, full motion for
-short clips and key frames only for long ones, so that the proxy stays quick whatever the length. Only the
+short clips and intra frames only for long ones, so that the proxy stays quick whatever the length. Only the
 preview uses the proxy; the analysis always reads the original file. The proxy is written into a folder its caller
 deletes once Gradio has copied it into the upload folder, whose cap (`Limits.uploads_mb`) counts it with the
 uploads: nothing here keeps proxies.
@@ -77,16 +77,16 @@ def make_proxy(path: str | os.PathLike, directory: str | os.PathLike) -> Path:
     full_motion = 0 < duration <= FULL_MOTION_MAX_S
     command = [imageio_ffmpeg.get_ffmpeg_exe(), "-nostdin", "-v", "error", "-y"]
     if not full_motion:
-        command += ["-skip_frame", "nokey"]  # decode key frames only: a slideshow, but in seconds
+        command += ["-skip_frame", "nokey"]  # decode intra frames only: a slideshow, but in seconds
     command += ["-i", os.fspath(path), "-map", "0:v:0", "-vf", f"scale={proxy_width}:{proxy_height}",
                 "-c:v", "libx264", "-preset", "ultrafast", "-crf", "28", "-pix_fmt", "yuv420p",
                 "-movflags", "+faststart"]
     command += ["-map", "0:a:0?", "-c:a", "aac", "-b:a", "96k"] if full_motion else ["-an", "-fps_mode", "vfr"]
     command.append(os.fspath(target))
-    result = subprocess.run(command, capture_output=True, text=True, timeout=PROXY_TIMEOUT_S,
+    ffmpeg = subprocess.run(command, capture_output=True, text=True, timeout=PROXY_TIMEOUT_S,
                             preexec_fn=_bounded if os.name == "posix" else None)
-    if result.returncode != 0 or not target.is_file():
-        log.info("preview of %s failed: %s", path, result.stderr[-500:])
+    if ffmpeg.returncode != 0 or not target.is_file():
+        log.info("preview of %s failed: %s", path, ffmpeg.stderr[-500:])
         raise unreadable
     return target
 

@@ -52,11 +52,11 @@ class Example:
     expected: str
     evidence: tuple[tuple[float, float], ...]
 
-    def graded(self, result: Finished, sampling: SamplingConfig) -> bool:
-        """Whether `result` answered right, graded as the evaluation grades (a "when" within one segment's length
+    def graded(self, finished: Finished, sampling: SamplingConfig) -> bool:
+        """Whether `finished` answered right, graded as the evaluation grades (a "when" within one segment's length
         of the run's own sampling)."""
-        return is_correct(Question(self.family, self.question, self.expected, self.evidence), result.answer,
-                          sampling.segment_frames / result.video.real_fps)
+        return is_correct(Question(self.family, self.question, self.expected, self.evidence), finished.answer,
+                          sampling.segment_frames / finished.video.real_fps)
 
 
 def load_examples() -> list[Example]:
@@ -113,10 +113,10 @@ class Pace:
         self.per_segment: float | None = None
         self._lock = threading.Lock()
 
-    def record(self, result: Finished) -> None:
-        if not result.segments:
+    def record(self, finished: Finished) -> None:
+        if not finished.segments:
             return
-        seconds = result.timings.get("total", 0.0) / len(result.segments)
+        seconds = finished.timings.get("total", 0.0) / len(finished.segments)
         with self._lock:
             old = self.per_segment
             self.per_segment = seconds if old is None else self.weight * seconds + (1 - self.weight) * old
@@ -177,12 +177,12 @@ class Server:
                         and e.question.strip() == question.strip()), None)
         return Request(path, question, config, example)
 
-    def truth(self, request: Request, result: Finished | None = None) -> Truth | None:
-        """For a shipped example: the expected answer, its evidence, and whether `result` got it right."""
+    def truth(self, request: Request, finished: Finished | None = None) -> Truth | None:
+        """For a shipped example: the expected answer, its evidence, and whether `finished` got it right."""
         example = request.example
         if example is None:
             return None
-        correct = result is not None and example.graded(result, request.config.sampling)
+        correct = finished is not None and example.graded(finished, request.config.sampling)
         return Truth(example.expected, example.evidence, correct)
 
     # ---------------------------------------------------------------------------------------------- the work

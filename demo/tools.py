@@ -73,18 +73,18 @@ def answer(server: Server, video: str, question: str, budget: int | None = None,
     for event in server.run(request):  # to the end, so that the run closes what it opened
         report(event)
         run.update(event)
-    result = run.finished
-    if result is None:
+    finished = run.finished
+    if finished is None:
         raise TempoError("The run ended without an answer.")
     plan_start = run.segments[0].start if run.segments else 0.0
     plan_end = run.segments[-1].end if run.segments else 0.0
-    return json.dumps({"answer": result.answer, "moments": [moment.to_dict() for moment in result.moments],
+    return json.dumps({"answer": finished.answer, "moments": [moment.to_dict() for moment in finished.moments],
                        "looked_at": looked_at(run.segments),
-                       "tokens_used": result.tokens_used, "budget": result.budget,
-                       "num_segments": len(result.segments), "duration": result.video.duration,
+                       "tokens_used": finished.tokens_used, "budget": finished.budget,
+                       "num_segments": len(finished.segments), "duration": finished.video.duration,
                        "window": [plan_start, plan_end], "model": server.model.spec.name,
-                       "zoom": {key: value for key, value in result.zoom.to_dict().items()
-                                if key in ("window", "moment", "reason")} if result.zoom else None},
+                       "zoom": {key: value for key, value in finished.zoom.to_dict().items()
+                                if key in ("window", "moment", "reason")} if finished.zoom else None},
                       ensure_ascii=False)
 
 
@@ -136,7 +136,7 @@ def wait_for(server: Server, stream: str, question: str, timeout: float | None =
 def mend_mcp_progress() -> None:
     """gradio 6.31's MCP path with progress can stop reading a finished job before its final output (the client's
     worker thread fills an asyncio queue, and a 0.5 s wait that times out on a done job ends the loop), then fails
-    with UnboundLocalError; such a call now takes the job's result as the path without progress does."""
+    with UnboundLocalError; such a call now takes the job's final output as the path without progress does."""
     from gradio.mcp import GradioMCPServer
 
     with_progress = GradioMCPServer._execute_tool_with_progress

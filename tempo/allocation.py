@@ -1,6 +1,6 @@
 """Adaptive Token Allocation (Algorithm 1) and the paper's ablation strategies.
 
-Every function here is pure: relevance scores and settings in, token counts (or reduced memories) out.
+Every function here is pure: relevance and settings in, token counts (or reduced memories) out.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 
 from .errors import InputError
 
-FLAT_SCORE_RANGE = 1e-8
+FLAT_RELEVANCE_RANGE = 1e-8
 
 LOGIT_EPSILON = 1e-6  # relevance is clamped to [LOGIT_EPSILON, 1 - LOGIT_EPSILON] before its log-odds
 
@@ -65,20 +65,20 @@ def scaled_relevance(relevance: Sequence[float]) -> list[float]: ...
 @overload
 def scaled_relevance(relevance: Sequence[float | None]) -> list[float | None]: ...
 def scaled_relevance(relevance: Sequence[float | None]) -> list[float] | list[float | None]:
-    """ATA's s_hat for display: min-max scaled to [0, 1] over the scores given, 1 for all when they are flat
+    """ATA's s_hat for display: min-max scaled to [0, 1] over the relevance given, 1 for all when they are flat
     (ATA then splits evenly); None stays None."""
     known = [r for r in relevance if r is not None]
     if not known:
         return list(relevance)
     low, high = min(known), max(known)
-    if high - low < FLAT_SCORE_RANGE:
+    if high - low < FLAT_RELEVANCE_RANGE:
         return [None if r is None else 1.0 for r in relevance]
     return [None if r is None else (r - low) / (high - low) for r in relevance]
 
 
 def adaptive_token_allocation(relevance: Sequence[float], budget: int, k_min: int, k_max: int) -> list[int]:
     """Algorithm 1: k_i = k_min + floor((k_max - k_min) * s_hat_i); if sum(k) > budget, every segment keeps
-    k_min and the residual budget is shared in proportion to s_hat, remainders to the highest scores.
+    k_min and the residual budget is shared in proportion to s_hat, remainders to the most relevant.
 
     Arithmetic is float32 and the remainder order is `torch.argsort`, as in the released implementation.
     """
@@ -86,12 +86,12 @@ def adaptive_token_allocation(relevance: Sequence[float], budget: int, k_min: in
     check_budget(n, budget)
     if n * k_min > budget:  # anchors alone overflow: shrink them so every segment still keeps one
         k_min = max(1, budget // n)
-    scores = torch.tensor(relevance, dtype=torch.float32)
-    score_range = scores.max() - scores.min()
-    if score_range < FLAT_SCORE_RANGE:  # nothing to prefer: an equal split
+    values = torch.tensor(relevance, dtype=torch.float32)  # [N]
+    spread = values.max() - values.min()
+    if spread < FLAT_RELEVANCE_RANGE:  # nothing to prefer: an equal split
         return [min(k_max, budget // n)] * n
 
-    s_hat = (scores - scores.min()) / score_range
+    s_hat = (values - values.min()) / spread
     k = k_min + (s_hat * (k_max - k_min)).floor().long()
     if k.sum().item() > budget:
         residual = budget - n * k_min

@@ -227,9 +227,9 @@ def answer_job(model: TempoModel, job: BatchJob, base: RunConfig, cache: VideoCa
         log.exception("job %s failed", job.id)
         message = f"Unexpected {type(exc).__name__}: {exc}"
         return JobError(job.id, message).line(), "error: " + message
-    result = progress.finished
-    assert result is not None  # run_job runs to the end
+    finished = progress.finished
+    assert finished is not None  # run_job runs to the end
     if reports:
         write_report(Asked(progress), Path(reports, report_name(job.id)), model=model.spec.name)
-    line = {"id": job.id, "video": job.video, "question": job.question, **job.extra, **result.to_dict()}
-    return line, f"answered in {result.timings.get('total', 0):.1f}s"
+    line = {"id": job.id, "video": job.video, "question": job.question, **job.extra, **finished.to_dict()}
+    return line, f"answered in {finished.timings.get('total', 0):.1f}s"

@@ -96,18 +96,18 @@ def release_memory() -> None:
 
 @contextmanager
 def stopwatch() -> Iterator[dict]:
-    result: dict[str, float] = {}
+    elapsed: dict[str, float] = {}
     start = time.perf_counter()
     try:
-        yield result
+        yield elapsed
     finally:
-        result["s"] = time.perf_counter() - start
+        elapsed["s"] = time.perf_counter() - start
 
 
 # ------------------------------------------------------------------------------------------------ test videos
 
 def make_video(path: str, seconds: int) -> str:
-    """1280x720 30-fps H.264 of ffmpeg's test pattern, with x264's usual B-frames and key frames every 250."""
+    """1280x720 30-fps H.264 of ffmpeg's test pattern, with x264's usual B-frames and intra frames every 250."""
     if os.path.isfile(path):
         return path
     import imageio_ffmpeg

@@ -7,6 +7,7 @@ CLI's flags and the batch jobs' keys are all made from it, so one bad value gets
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from collections.abc import Mapping
@@ -54,7 +55,7 @@ class SamplingConfig:
     min_frames: int = 4
     long_edge: int = 512
     segment_frames: int = 8
-    fast_seek: bool = False  # key frames only: much faster on long files, not the released sampling
+    fast_seek: bool = False  # intra frames only: much faster on long files, not the released sampling
     start: float | None = None  # seconds: sample only from here (None: the beginning) ...
     end: float | None = None  # ... up to here (None: the end); times stay the video's own
 
@@ -113,7 +114,7 @@ class Limits:
     uploads_mb: int = 10240  # the upload folder: uploads, videos handed to the tools, previews, files handed out
     sessions: int = 1000  # visitors' sessions whose state (the conversation) stays in memory
     allowed_hosts: str = ""  # names besides localhost a local server (or a Space) answers, comma-separated
-    live_window_min: int = 10  # a live stream's memories "Ask now" answers from (tempo.live)
+    live_recent_min: int = 10  # a live stream's recent memories, which "Ask now" answers from (tempo.live)
     live_replay_min: int = 5  # a live stream's frames kept to watch again
     live_watches: int = 2  # streams watched at once
     live_lab_streams: bool = False  # streams from this machine's private network (never on a Space)
@@ -220,6 +221,7 @@ class Setting:
     checkpoint_default: str | None = None  # the Checkpoint attribute that is the default where the config has None
     clock: bool = False  # a time in the video, given in seconds or as m:ss / h:mm:ss; empty for none
     where: Mapping[str, object] | None = None  # defaults by place (PLACES), over the field's; "cpu" first
+    renamed_from: str | None = None  # a SERVER setting's name before a rename, still read (with a warning)
 
     def value_in(self, config: RunConfig) -> object:
         return getattr(config if self.part == "run" else getattr(config, self.part), self.name)
@@ -273,24 +275,29 @@ class Setting:
         return "TEMPO_" + self.name.upper()
 
     def from_env(self, fallback: object) -> object:
-        """This setting's value in the environment (`variable`), checked; `fallback` when it is not set."""
-        text = os.environ.get(self.variable)
+        """The value in the environment (`variable`, or its name's before a rename), checked; else `fallback`."""
+        old = f"TEMPO_{self.renamed_from.upper()}" if self.renamed_from else ""
+        variable = old if self.variable not in os.environ and old in os.environ else self.variable
+        if variable == old:
+            logging.getLogger(__name__).warning("%s is the old name of %s: read in this release, ignored in the next",
+                                                old, self.variable)
+        text = os.environ.get(variable)
         if text is None:
             return fallback
         value: object = text
         if self.kind is bool:
             if text.strip().lower() not in YES_NO:
-                raise InputError(f"{self.variable}={text!r} is not on or off (1/0, true/false, yes/no, on/off).")
+                raise InputError(f"{variable}={text!r} is not on or off (1/0, true/false, yes/no, on/off).")
             value = YES_NO[text.strip().lower()]
         if self.kind in (int, float):
             try:
                 value = float(text)
             except ValueError:
-                raise InputError(f"{self.variable}={text!r} is not a number.") from None
+                raise InputError(f"{variable}={text!r} is not a number.") from None
         try:
             return self.check(value)
         except InputError as exc:
-            raise InputError(f"{self.variable}: {exc}") from None
+            raise InputError(f"{variable}: {exc}") from None
 
     def check(self, value: object, spec: Checkpoint | None = None, exact: bool = False) -> object:
         """`value` if it is one this setting takes (whole numbers as int, numbers as float), else an InputError that
@@ -344,7 +351,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("top_p", "generation", float, "Top-p", "when sampling, draw from the likeliest tokens that make up this "
             "share of the probability", 0.01, 1, step=0.01, surfaces=frozenset({CLI, BATCH})),
     Setting("fast_seek", "sampling", bool, "Fast seek",
-            "decode key frames only: an hour in seconds, but not the released sampling",
+            "decode intra frames only: an hour in seconds, but not the released sampling",
             surfaces=frozenset({CLI, BATCH})),
     Setting("start", "sampling", float, "From", "analyse the video from this time (m:ss or seconds; empty: the "
             "beginning)", 0, 24 * 3600, unit="s", clock=True),
@@ -365,9 +372,9 @@ SETTINGS: tuple[Setting, ...] = (
             "recently seen leaves first", 1, 999_999, surfaces=frozenset({SERVER})),
     Setting("allowed_hosts", "limits", str, "Allowed hosts", "names besides localhost, 127.0.0.1 and [::1] that a "
             "local server (or a Space, besides its own) answers, comma-separated", surfaces=frozenset({SERVER})),
-    Setting("live_window_min", "limits", int, "Live window", "minutes of a live stream's memories that Ask now "
-            "answers from, within the frame cap's worth of segments; the oldest leave first", 1, 240, unit="min",
-            surfaces=frozenset({SERVER})),
+    Setting("live_recent_min", "limits", int, "Live recent memories", "minutes of a live stream's memories that Ask "
+            "now answers from, within the frame cap's worth of segments; the oldest leave first", 1, 240, unit="min",
+            surfaces=frozenset({SERVER}), renamed_from="live_window_min"),
     Setting("live_replay_min", "limits", int, "Live replay", "minutes of a live stream's frames kept to watch "
             "again; the oldest leave first", 1, 60, unit="min", surfaces=frozenset({SERVER})),
     Setting("live_watches", "limits", int, "Live watches", "streams watched at once; another is refused until one "

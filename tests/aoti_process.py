@@ -5,7 +5,7 @@ Why a process of its own: once decord is loaded (it is, with RTLD_GLOBAL, wherev
 then AOTInductor packages are, that process double-freed or hung at exit in decord's copy of the C++ thread-exit
 handler (torch 2.13, CPU), after every test had passed. So these runs leave with os._exit, as the GPU check does.
 
-    python -m tests.aoti_process fault NAME OUT [--only PHASES]
+    python -m tests.aoti_process fault NAME OUT [--only PARTS]
                                                    the GPU check's dry run with a fault planted (NAME: vision,
                                                    decoding or compiled); exits with the check's code
     python -m tests.aoti_process tiny DIR          Tempo-Tiny's layer step built into DIR and run against the eager

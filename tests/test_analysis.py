@@ -190,16 +190,16 @@ def test_the_filmstrip_colours_follow_the_tokens():
 
 
 def test_the_report_marks_an_examples_expected_answer(fixture_model, bikes):
-    result = tempo.answer(fixture_model, bikes, QUESTION, config())
+    finished = tempo.answer(fixture_model, bikes, QUESTION, config())
     truth = share.Truth("3", ((1.0, 2.0),), False)
-    text = share.html_report([share.Asked(RunProgress(QUESTION, finished=replace(result, answer="two")), truth)],
+    text = share.html_report([share.Asked(RunProgress(QUESTION, finished=replace(finished, answer="two")), truth)],
                              model="test")
     assert "Expected: 3 · the answer is wrong" in text
     assert "<div class='answer'>two</div>" in text
-    silent = share.html_report([share.Asked(RunProgress(QUESTION, finished=replace(result, answer=" ")))],
+    silent = share.html_report([share.Asked(RunProgress(QUESTION, finished=replace(finished, answer=" ")))],
                                model="test")
     assert f"<div class='answer'>{html.escape(NO_ANSWER)}</div>" in silent
-    both = share.html_report([share.Asked(RunProgress("First?", finished=result)),
-                              share.Asked(RunProgress("Second?", finished=replace(result, answer="two")))],
+    both = share.html_report([share.Asked(RunProgress("First?", finished=finished)),
+                              share.Asked(RunProgress("Second?", finished=replace(finished, answer="two")))],
                              model="test")
     assert both.count("<section>") == 2 and "Question 2" in both and both.count("plotly.js v") == 1

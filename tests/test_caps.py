@@ -57,6 +57,20 @@ def test_each_cap_is_a_server_setting_read_from_its_variable(monkeypatch):
         Limits.from_env()
 
 
+def test_a_renamed_setting_still_reads_its_old_variable_with_a_warning(monkeypatch, caplog):
+    monkeypatch.delenv("TEMPO_LIVE_RECENT_MIN", raising=False)
+    monkeypatch.setenv("TEMPO_LIVE_WINDOW_MIN", "3")
+    with caplog.at_level("WARNING", logger="tempo.config"):
+        assert Limits.from_env().live_recent_min == 3
+    assert "TEMPO_LIVE_WINDOW_MIN is the old name of TEMPO_LIVE_RECENT_MIN" in caplog.text
+    monkeypatch.setenv("TEMPO_LIVE_WINDOW_MIN", "0")
+    with pytest.raises(InputError, match=r"^TEMPO_LIVE_WINDOW_MIN: "):  # the error names the variable that was set
+        Limits.from_env()
+    monkeypatch.setenv("TEMPO_LIVE_RECENT_MIN", "7")  # the new name wins, without a warning
+    caplog.clear()
+    assert Limits.from_env().live_recent_min == 7 and "old name" not in caplog.text
+
+
 def test_the_cache_keeps_each_videos_latest_questions_only():
     cache = VideoCache(max_bytes=100, questions_per_video=2)
     key = VideoKey("a", 1, 1, None)

@@ -80,7 +80,7 @@ def test_tempo_tiny_takes_no_history_and_the_page_says_so(fixture_model):
     assert not tiny.spec.takes_history and fixture_model.spec.takes_history
     example = "examples/synthetic-900001-2min.mp4"
     config = tempo.RunConfig(generation=tempo.GenerationConfig(max_new_tokens=4))
-    result = tempo.answer(tiny, example, "What colour is the triangle?", config, history=[FIRST])
-    assert (result.history_used, result.history_dropped) == (0, 1)
+    finished = tempo.answer(tiny, example, "What colour is the triangle?", config, history=[FIRST])
+    assert (finished.history_used, finished.history_dropped) == (0, 1)
     assert "answers each question on its own" in html.header_html(tiny)
     assert "answers each question on its own" not in html.header_html(fixture_model)

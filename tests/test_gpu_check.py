@@ -1,5 +1,5 @@
 """The GPU check (benchmarks/gpu) cannot rot while no GPU is lent: its whole sequence runs here on the CPU with tiny
-sizes (the cold call and every compiled decoding path a CPU can build included), it fails when a stage is broken or
+sizes (the cold call and every compiled decoding path a CPU can build included), it fails when a part is broken or
 a compiled path's output leaves its tolerance, and the Space's GPU reservations are held to the figures it
 recorded."""
 
@@ -21,8 +21,8 @@ pytestmark = pytest.mark.slow
 RESULTS = ROOT / "benchmarks" / "results" / "gpu_check-h200.json"
 FITTED = [ROOT / "benchmarks" / "results" / f"gpu_check-{card}.json" for card in ("h100", "h200")]
 RECORDED = ("device", "hour_seconds", "followup_seconds", "peak_memory_gb", "compressor_speedup", "conformance")
-PHASES = ("environment", "loader", "conformance", "load", "videos", "warm_up", "hour", "ten_minutes", "follow_ups",
-          "decoding", "compiled", "mfu", "compressor", "pixels", "cold_call", "int8")
+PARTS = ("environment", "loader", "conformance", "load", "videos", "warm_up", "hour", "ten_minutes", "follow_ups",
+         "decoding", "compiled", "mfu", "compressor", "pixels", "cold_call", "int8")
 
 
 def dry_run(out) -> tuple[int, dict, str]:
@@ -32,19 +32,19 @@ def dry_run(out) -> tuple[int, dict, str]:
     return done.returncode, figures, done.stderr
 
 
-def test_the_dry_run_goes_through_every_phase(tmp_path):
+def test_the_dry_run_goes_through_every_part(tmp_path):
     from benchmarks.gpu.report import HEADLINE
 
     code, figures, stderr = dry_run(tmp_path)
     assert code == 0, stderr[-3000:]
     assert figures["errors"] == {} and figures["failed"] == []
-    assert set(PHASES) <= set(figures["phases"])
+    assert set(PARTS) <= set(figures["parts"])
     assert all(figures[key] is not None for key in HEADLINE if key != "peak_memory_gb")  # no GPU memory on a CPU
-    assert figures["phases"]["hour"]["tokens"] == 8 and figures["phases"]["hour"]["segments"] == 8
-    assert figures["phases"]["follow_ups"]["same_answer_from_cache"]
-    assert (tmp_path / "gpu_check.log").read_text().count("phase ") >= len(PHASES)
+    assert figures["parts"]["hour"]["tokens"] == 8 and figures["parts"]["hour"]["segments"] == 8
+    assert figures["parts"]["follow_ups"]["same_answer_from_cache"]
+    assert len(re.findall(r"part \w+ \(at ", (tmp_path / "gpu_check.log").read_text())) >= len(PARTS)
     # every compiled path a CPU builds, against the eager forward, and the app's requests with the fastest
-    compiled = figures["phases"]["compiled"]
+    compiled = figures["parts"]["compiled"]
     assert {"flash", "split"} <= {name for name, built in compiled["packages"].items() if "path" in built}
     assert "skipped" in compiled["packages"]["flex"]  # Inductor's CPU FlexAttention: see benchmarks/gpu/compiled.py
     assert {"graphs_split", "graphs_fused", "graphs_flash", "compiled_flash", "compiled_split"} <= set(
@@ -52,34 +52,34 @@ def test_the_dry_run_goes_through_every_phase(tmp_path):
     assert all(path["within_tolerance"] and path["same_tokens"] for path in compiled["paths"].values())
     assert compiled["requests"]["same_tokens"] and compiled["floor"]["floor_ms"] > 0
     # the cold call: a fresh process given the model in host memory, each part timed, the same answer
-    cold = figures["phases"]["cold_call"]
+    cold = figures["parts"]["cold_call"]
     assert cold["same_tokens"] and cold["first_request"]["tokens"] == 8
     assert cold["cold_call_s"] >= cold["first_request"]["total_s"] > 0
-    assert all(figures["phases"]["mfu"][f"{stage}_tflop"] > 0 for stage in ("vision", "compressor", "prefill"))
-    # the loader variants, each in a process of its own, and the compiled phase loading its packages as chosen
-    loader = figures["phases"]["loader"]
+    assert all(figures["parts"]["mfu"][f"{part}_tflop"] > 0 for part in ("vision", "compressor", "prefill"))
+    # the loader variants, each in a process of its own, and the compiled part loading its packages as chosen
+    loader = figures["parts"]["loader"]
     assert loader["passed"] == ["plain", "once"] and loader["chosen"] == figures["loader_chosen"] == "once"
     assert all(v["wrong_cache_refused"] and v["relative_difference"] <= 1e-4 for v in loader["variants"].values())
     assert compiled["variant"]["loader"] == "once"
     # int8 weights: the decoder's logits against the same model before rounding, and the hour answered with them
-    int8 = figures["phases"]["int8"]
+    int8 = figures["parts"]["int8"]
     assert int8["saved_gb"] > 0 and int8["within_tolerance"] and int8["hour"]["tokens"] == 8
     assert 0 < int8["logits_max_relative"] == figures["int8_logits_max_relative"]
 
 
 def planted(fault: str, out, only: str) -> tuple[int, dict]:
     """The dry run with `fault` planted, in a process of its own (tests/aoti_process.py says why), through the
-    phases in `only` (and those every phase needs)."""
+    parts in `only` (and those every part needs)."""
     done = subprocess.run([sys.executable, "-m", "tests.aoti_process", "fault", fault, str(out),
                            "--only", only], cwd=ROOT, capture_output=True, text=True, timeout=900)
     return done.returncode, json.loads((out / "gpu_check.json").read_text())
 
 
 @pytest.mark.parametrize("broken", ["vision", "decoding"])
-def test_a_broken_stage_fails_the_check(tmp_path, broken):
-    """A vision tower that raises fails every phase that compresses; a decoding step that attends wrongly is caught
+def test_a_broken_part_fails_the_check(tmp_path, broken):
+    """A vision tower that raises fails every part that compresses; a decoding step that attends wrongly is caught
     by the graphed path's comparison with the eager forward, and no loader variant passes with it, so the compiled
-    phase stops before it times anything."""
+    part stops before it times anything."""
     code, figures = planted(broken, tmp_path, "hour" if broken == "vision" else "decoding,compiled")
     assert code == 1
     if broken == "vision":
@@ -87,7 +87,7 @@ def test_a_broken_stage_fails_the_check(tmp_path, broken):
         assert figures["hour_seconds"] is None
     else:
         assert any("graphed decoding" in line for line in figures["failed"])
-        assert "no way of loading the compiled layer step ran (loader phase)" in figures["failed"]
+        assert "no way of loading the compiled layer step ran (loader part)" in figures["failed"]
         assert figures["fastest_compiled"] is None and "compiled" in figures["errors"]
 
 
@@ -120,17 +120,25 @@ def test_the_space_reserves_what_the_recorded_figures_give():
 
 def test_the_fit_follows_the_figures():
     figures = runs()
-    figures[1]["phases"]["hour"]["stages"]["per_token"] *= 2
+    figures[1]["parts"]["hour"]["timings"]["per_token"] *= 2
     assert GpuCost.fitted(figures).token > COST.token
     figures = runs()
-    figures[0]["phases"]["hour"]["stages"]["prefill"] *= 2  # the slower card's compute sets the reservation
+    figures[0]["parts"]["hour"]["timings"]["prefill"] *= 2  # the slower card's compute sets the reservation
     assert GpuCost.fitted(figures).answer > COST.answer
+
+
+def test_figures_written_before_the_rename_still_fit():
+    """A GPU check's JSON from before `phases`, `phase_s` and `stages` became `parts`, `part_s` and `timings`."""
+    old = [json.loads(json.dumps(run).replace('"parts"', '"phases"').replace('"part_s"', '"phase_s"')
+                      .replace('"timings"', '"stages"')) for run in runs()]
+    assert "phases" in old[0] and "stages" in old[0]["phases"]["hour"]
+    assert GpuCost.fitted(old) == COST and StepFit.fitted(old) == StepFit.fitted(runs())
 
 
 def test_the_step_fit_explains_both_cards():
     """Fixed cost plus bytes over bandwidth gives each card's measured step back, the fixed part is most of a
     Hopper step (the H200's 1.43x bandwidth made it 1.07x faster), and positive."""
-    fit, measured = StepFit.fitted(runs()), [run["phases"]["hour"]["stages"]["per_token"] for run in runs()]
+    fit, measured = StepFit.fitted(runs()), [run["parts"]["hour"]["timings"]["per_token"] for run in runs()]
     for run, fixed, seconds in zip(runs(), fit.fixed_s, measured):
         streamed = fit.bytes / (DATA_SHEETS[run["device"]][1] * 1e12 * fit.efficiency)
         assert abs(fixed + streamed - seconds) < 1e-5 and 0.5 * seconds < fixed < seconds
@@ -148,15 +156,15 @@ def test_a_reservation_covers_the_slowest_token_the_fit_allows():
             assert COST.reserved(segments, 1, tokens) >= min(COST.cap, slowest)
 
 
-def test_a_phase_left_out_does_not_run(tmp_path):
+def test_a_part_left_out_does_not_run(tmp_path):
     from benchmarks.gpu.measure import DRY_RUN, Check
 
     check = Check(DRY_RUN, tmp_path, only=frozenset({"mfu"}))
     ran = []
     assert check.run("conformance", lambda: ran.append("conformance") or {}) is None
     assert check.run("mfu", lambda: ran.append("mfu") or {"x": 1}) == {"x": 1}
-    assert check.run("hour", lambda: ran.append("hour") or {}) == {}  # every phase needs it
+    assert check.run("hour", lambda: ran.append("hour") or {}) == {}  # every part needs it
     assert ran == ["mfu", "hour"]
     saved = json.loads((tmp_path / "gpu_check.json").read_text())
     assert saved["errors"] == {"conformance": "skipped: not in --only"}
-    assert saved["phases"]["mfu"]["x"] == 1
+    assert saved["parts"]["mfu"]["x"] == 1

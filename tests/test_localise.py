@@ -73,29 +73,29 @@ def test_stages_resume_from_one_state_file(tmp_path):
     with pytest.raises(ValueError, match=f"there is no stage {missing}"):
         run_stage(missing, recipe, state, None, torch.device("cpu"), 50)
     first = run_stage(1, recipe, state, str(tmp_path / "one"), torch.device("cpu"), 50)
-    assert {"base clips", "base", "encode", "localise"} == set(first["stages"])
+    assert {"base clips", "base", "encode", "localise"} == set(first["parts"])
     assert 0 <= first["localisation_after_localise"]["localisation"] <= 1
     with open(state, "rb") as f:
         header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
     assert header["__metadata__"]["stage"] == "1"
     assert all(entry["dtype"] == "F16" for name, entry in header.items() if name != "__metadata__")
     second = run_stage(2, recipe, state, str(tmp_path / "two"), torch.device("cpu"), 50)
-    assert {"encode", "stage 0a", "stage 0", "stage 1", "stage 2"} == set(second["stages"])
+    assert {"encode", "stage 0a", "stage 0", "stage 1", "stage 2"} == set(second["parts"])
     assert json.load(open(tmp_path / "stage-2.json"))["stage"] == 2
     with pytest.raises(ValueError, match="stage 2 continues stage 1"):
         run_stage(2, recipe, state, None, torch.device("cpu"), 50)
     third = run_stage(3, recipe, state, str(tmp_path / "three"), torch.device("cpu"), 50)
-    curve = third["stages"]["compose"]["growth_curve"]
+    curve = third["parts"]["compose"]["growth_curve"]
     assert [point["after_width"] for point in curve] == list(recipe.stage(3).widths)
     assert all(0 <= share <= 1 for point in curve for width in ("16", "64", "128")
                for share in point[width].values())
     fourth = run_stage(4, recipe, state, str(tmp_path / "four"), torch.device("cpu"), 50)
-    assert fourth["stages"]["pairs"]["real_pairs"] > 0
-    assert [point["after_width"] for point in fourth["stages"]["tags"]["growth_curve"]] == list(recipe.stage(4).widths)
-    assert [point["after_width"] for point in fourth["stages"]["real"]["growth_curve"]] == [max(recipe.stage(4).widths)]
+    assert fourth["parts"]["pairs"]["real_pairs"] > 0
+    assert [point["after_width"] for point in fourth["parts"]["tags"]["growth_curve"]] == list(recipe.stage(4).widths)
+    assert [point["after_width"] for point in fourth["parts"]["real"]["growth_curve"]] == [max(recipe.stage(4).widths)]
     fifth = run_stage(5, recipe, state, str(tmp_path / "five"), torch.device("cpu"), 50)
-    assert [point["after_width"] for point in fifth["stages"]["wide"]["growth_curve"]] == list(recipe.stage(5).widths)
-    assert fifth["stages"]["real"]["growth_curve"][0]["step"] == recipe.stage(5).real_steps
+    assert [point["after_width"] for point in fifth["parts"]["wide"]["growth_curve"]] == list(recipe.stage(5).widths)
+    assert fifth["parts"]["real"]["growth_curve"][0]["step"] == recipe.stage(5).real_steps
     shipped_log = json.load(open(tmp_path / "five" / "training_log.json"))
     assert list(shipped_log["stages"]) == ["1", "2", "3", "4", "5"]
     reports = (first, second, third, fourth, fifth)

@@ -43,9 +43,9 @@ def test_looking_closer_is_a_new_turn_over_the_window(server):
                                        **settings))
     talk = closer["conversation"]
     assert isinstance(talk, Conversation) and len(talk.turns) == 2 and talk.selected == 1
-    result = talk.turns[1].result
-    assert result.video.window == (44.0, 556.0)
-    assert all(44.0 <= s.start and s.end <= 556.0 + 1 for s in result.segments)
+    finished = talk.turns[1].finished
+    assert finished.video.window == (44.0, 556.0)
+    assert all(44.0 <= s.start and s.end <= 556.0 + 1 for s in finished.segments)
     assert "over 00:44–09:16 of 10:00" in closer["chat"][-1]["content"]
     figure = closer["timeline"]
     assert list(figure.layout.xaxis.range) == [44.0, 556.0]
@@ -55,9 +55,9 @@ def test_looking_closer_is_a_new_turn_over_the_window(server):
 def test_without_a_moment_it_looks_where_the_compressor_looked(server):
     settings = {"max_new_tokens": 4}
     talk = last(handlers.analyze(server, TEN_MINUTES, QUESTION, **settings))["conversation"]
-    looked = max(talk.turns[0].result.segments, key=lambda s: (s.relevance, -s.index))
+    looked = max(talk.turns[0].finished.segments, key=lambda s: (s.relevance, -s.index))
     talk = last(handlers.look_closer(server, TEN_MINUTES, QUESTION, {}, conversation=talk, **settings))["conversation"]
-    start, end = talk.turns[-1].result.video.window
+    start, end = talk.turns[-1].finished.video.window
     assert start <= (looked.start + looked.end) / 2 <= end
 
 

@@ -141,10 +141,10 @@ def test_a_time_range_samples_only_that_part_and_keeps_the_videos_own_times(fixt
 
     video = fixtures / "videos" / "shapes_40s_320x240.mp4"
     config = RunConfig().with_settings({"start": "0:10", "end": 30})
-    result = tempo.answer(fixture_model, video, "What moves?", config)
-    assert result.video.window == (10.0, 30.0) and len(result.segments) == 5  # 20 s at 2 fps in 8-frame segments
-    assert result.segments[0].start == pytest.approx(10.0) and result.segments[-1].end == pytest.approx(30.0)
-    assert timeline_figure(RunProgress.of(result)).layout.xaxis.range == (10.0, 30.0)
+    finished = tempo.answer(fixture_model, video, "What moves?", config)
+    assert finished.video.window == (10.0, 30.0) and len(finished.segments) == 5  # 20 s at 2 fps in 8-frame segments
+    assert finished.segments[0].start == pytest.approx(10.0) and finished.segments[-1].end == pytest.approx(30.0)
+    assert timeline_figure(RunProgress.of(finished)).layout.xaxis.range == (10.0, 30.0)
     reader = open_video(video)
     plan = plan_sampling(reader, config.sampling)
     reader.close()

@@ -135,12 +135,13 @@ def test_figure_while_streaming_and_after_allocation():
 
 
 def test_the_relevance_curve_shows_what_ata_reads_with_the_raw_score_on_hover():
-    # Tempo-Tiny's raw scores can all sit under 0.005: drawn raw, the curve would lie flat on zero.
+    # Tempo-Tiny's raw relevance can all sit under 0.005: drawn raw, the curve would lie flat on zero.
     raw = [0.0011, 0.0042, 0.0019, 0.0011]
     figure = timeline.timeline_figure(drawn(raw, 16.0, [8] * 4))
     curve = next(t for t in figure.data if t.name == "relevance (scaled)")
     assert list(curve.y) == pytest.approx([0.0, 1.0, 8 / 31, 0.0])
-    assert curve.customdata[1][timeline.point_field("relevance")] == "relevance 1.00 of the range (raw score 0.0042)"
+    hover = curve.customdata[1][timeline.point_field("relevance")]
+    assert hover == "relevance 1.00 of the range (raw relevance 0.0042)"
     assert figure.layout.yaxis.title.text == "relevance, scaled"
     flat = timeline.timeline_figure(drawn(raw[:1], 4.0))
     assert list(next(t for t in flat.data if t.type == "scatter").y) == [1.0]  # one segment: ATA gives it all
@@ -197,12 +198,12 @@ def test_stage_timings_add_up_to_the_total_with_decoding_alongside(fixture_model
     import tempo
     from tempo.render.text import timings_text
 
-    result = tempo.answer(fixture_model, fixtures / "videos" / "shapes_40s_320x240.mp4", "What moves?")
-    serial = [name for name in result.timings if name not in result.alongside and name != "total"]
-    assert "decode" in result.alongside and "compress" in serial and "other" in serial
-    assert sum(result.timings[name] for name in serial) == pytest.approx(result.timings["total"], abs=2e-3)
-    text = timings_text(result.timings, result.alongside)
-    assert f"= {result.timings['total']:.2f} s · alongside: " in text and "decode" in text.split("alongside")[1]
+    finished = tempo.answer(fixture_model, fixtures / "videos" / "shapes_40s_320x240.mp4", "What moves?")
+    serial = [name for name in finished.timings if name not in finished.alongside and name != "total"]
+    assert "decode" in finished.alongside and "compress" in serial and "other" in serial
+    assert sum(finished.timings[name] for name in serial) == pytest.approx(finished.timings["total"], abs=2e-3)
+    text = timings_text(finished.timings, finished.alongside)
+    assert f"= {finished.timings['total']:.2f} s · alongside: " in text and "decode" in text.split("alongside")[1]
 
 
 def test_the_timeline_shades_and_numbers_each_moment_and_the_report_lists_them():

@@ -50,4 +50,4 @@ def test_where_it_looked_shows_relevance_as_ata_reads_it_with_the_raw_score_on_h
                 for i, r in enumerate(raw)]
     shown = re.findall(r"<span title='([^']*)'>([^<]*)</span>", looked_html(segments))
     assert [text.split(" · ")[1] for _, text in shown] == ["1.00", "0.26", "0.00"]  # not "0.00" three times
-    assert shown[0][0] == "relevance 1.00 of the range (raw score 0.0042)"
+    assert shown[0][0] == "relevance 1.00 of the range (raw relevance 0.0042)"

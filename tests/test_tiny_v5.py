@@ -194,7 +194,7 @@ def test_stages_6_to_8_go_on_from_v3_s_state_file(tmp_path):
         run_stage(7, recipe, state, None, torch.device("cpu"), 50, source=str(V3_STATE))
     sixth = run_stage(6, recipe, state, str(tmp_path / "six"), torch.device("cpu"), 50, source=str(V3_STATE))
     assert sixth["decoder_layers"] == recipe.stage(6).layers == 3
-    curve = sixth["stages"]["blend"]["growth_curve"]
+    curve = sixth["parts"]["blend"]["growth_curve"]
     assert [point["after_width"] for point in curve] == list(recipe.stage(6).widths)
     assert set(curve[-1]) >= {"own video", "global", "other videos"}
     assert all(0 <= share <= 1 for point in curve for name in ("own video", "global", "other videos")
@@ -202,7 +202,7 @@ def test_stages_6_to_8_go_on_from_v3_s_state_file(tmp_path):
     with pytest.raises(ValueError, match="stage 8 continues stage 7"):
         run_stage(8, recipe, state, None, torch.device("cpu"), 50)
     seventh = run_stage(7, recipe, state, str(tmp_path / "seven"), torch.device("cpu"), 50)
-    assert [point["after_width"] for point in seventh["stages"]["blend"]["growth_curve"]] == \
+    assert [point["after_width"] for point in seventh["parts"]["blend"]["growth_curve"]] == \
         list(recipe.stage(7).widths)
     assert "interval and order, own video" not in seventh["reading_before"]  # stage 8's, below
     training_log = json.load(open(tmp_path / "seven" / "training_log.json"))
@@ -212,9 +212,9 @@ def test_stages_6_to_8_go_on_from_v3_s_state_file(tmp_path):
 
     eighth = run_stage(8, recipe, state, str(tmp_path / "eight"), torch.device("cpu"), 50)
     assert eighth["decoder_layers"] == recipe.stage(8).layers == 3
-    assert eighth["stages"]["pools"]["interval_and_order_questions"] == 2 * (recipe.blend_videos +
+    assert eighth["parts"]["pools"]["interval_and_order_questions"] == 2 * (recipe.blend_videos +
                                                                              recipe.blend_short_videos)
-    curve = eighth["stages"]["blend"]["growth_curve"]
+    curve = eighth["parts"]["blend"]["growth_curve"]
     assert [point["after_width"] for point in curve] == list(recipe.stage(8).widths)
     for point in [eighth["reading_before"], *curve]:
         for name in ("interval and order, own video", "interval and order, short own video, video tags"):

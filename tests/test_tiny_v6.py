@@ -84,7 +84,7 @@ def test_stage_12_goes_on_from_v5_s_state_file_with_a_wider_decoder(tmp_path):
     report = run_stage(12, recipe, state, str(tmp_path / "twelve"), torch.device("cpu"), 50, source=str(V5_STATE))
     size = recipe.stage(12).decoder
     assert report["decoder_width"] == size.width and report["decoder_layers"] == size.layers
-    curve = report["stages"]["blend"]["growth_curve"]
+    curve = report["parts"]["blend"]["growth_curve"]
     assert [point["after_width"] for point in curve] == list(recipe.stage(12).widths)
     assert all(0 <= value <= 1 for point in curve for name in point if isinstance(point[name], dict)
                for cell in point[name].values() for value in cell.values())

@@ -90,9 +90,9 @@ def test_recipe_at_toy_scale_trains_a_loadable_reproducible_model(tmp_path):
     runs = []
     for name in ("first", "second"):
         report = train(str(tmp_path / name), recipe, torch.device("cpu"))
-        assert set(report["stages"]) == {"base clips", "base", "encode", "stage 0a", "stage 0", "stage 1",
+        assert set(report["parts"]) == {"base clips", "base", "encode", "stage 0a", "stage 0", "stage 1",
                                          "stage 2", "stage 3"}
-        stage_3 = report["stages"]["stage 3"]
+        stage_3 = report["parts"]["stage 3"]
         assert 0 < stage_3["compress_seconds"] < stage_3["seconds"]  # the up-front compression is counted
         runs.append(load_file(str(tmp_path / name / "model.safetensors")))
     assert runs[0].keys() == runs[1].keys()

@@ -175,7 +175,7 @@ def test_the_proxy_is_small_h264_that_browsers_play(hostile_media, tmp_path):
 def test_long_videos_get_a_key_frame_proxy_and_big_ones_shrink(hostile_media, tmp_path, monkeypatch):
     monkeypatch.setattr(preview, "FULL_MOTION_MAX_S", 1.0)
     proxy = preview.make_proxy(hostile_media["mpeg4_part2.mp4"], tmp_path)
-    assert video_stream(proxy)[4] < 20  # key frames only
+    assert video_stream(proxy)[4] < 20  # intra frames only
     assert preview.proxy_size(7680, 4320) == (480, 270)
     assert preview.proxy_size(1, 2000) == (2, 480)
     assert preview.proxy_size(333, 199) == (332, 200)

@@ -79,14 +79,14 @@ def scripted(passes: list[list]) -> list:
     return one_pass, calls
 
 
-def finished(video: VideoProbed, answer: str = "At 42.0 seconds.") -> Finished:
+def finished_over(video: VideoProbed, answer: str = "At 42.0 seconds.") -> Finished:
     return Finished(answer, [], [], 10, 10, 16, {"total": 1.0}, video)
 
 
 def test_one_answer_carries_both_passes_and_the_time_of_both():
     whole = compression_of([0.1] * 4 + [0.9] + [0.1] * 7)  # 120 s, most relevant at 40-50 s
     window = replace(whole.video, window=(29.0, 61.0))
-    serve, calls = scripted([[whole.video, Compressed(whole)], [window, finished(window)]])
+    serve, calls = scripted([[whole.video, Compressed(whole)], [window, finished_over(window)]])
     request = Request("v.mp4", "When does it appear?", RunConfig(sampling=SMALL, zoom="auto"))
     events = list(coarse_to_fine(serve, request, lambda r: [4] * len(r), "because"))
     zoomed, = [e for e in events if isinstance(e, Zoomed)]
@@ -96,14 +96,14 @@ def test_one_answer_carries_both_passes_and_the_time_of_both():
     closer = calls[1].config
     assert (closer.sampling.start, closer.sampling.end) == zoomed.window and calls[1].answers is Answers.ONE
     assert closer.zoom == Zoom.OFF  # ... and the second never zooms again
-    result = events[-1]
-    assert result.zoom == zoomed and result.video.window == (29.0, 61.0)
-    assert result.timings["total"] == pytest.approx(1.0 + result.timings["first pass"])
+    finished = events[-1]
+    assert finished.zoom == zoomed and finished.video.window == (29.0, 61.0)
+    assert finished.timings["total"] == pytest.approx(1.0 + finished.timings["first pass"])
 
 
 def test_a_video_too_short_to_zoom_is_answered_in_one_pass():
     short = compression_of([0.5] * 3)  # 30 s: 2 fps throughout
-    serve, calls = scripted([[short.video, Compressed(short), finished(short.video)]])
+    serve, calls = scripted([[short.video, Compressed(short), finished_over(short.video)]])
     request = Request("v.mp4", "When?", RunConfig(sampling=SMALL, zoom="always"))
     events = list(coarse_to_fine(serve, request, lambda r: [4] * len(r), "because"))
     assert answer_configs(calls[0], short.video, 16) == (request.config,) and len(calls) == 1
@@ -113,7 +113,7 @@ def test_a_video_too_short_to_zoom_is_answered_in_one_pass():
 def test_two_moments_too_far_apart_are_answered_from_the_whole_video_without_repeating_it():
     whole = compression_of([0.9] + [0.1] * 10 + [0.8])
     replay = [whole.video, Compressed(whole, from_cache=True), SegmentCompressed(Segment(0, 0.0, 10.0, 0.9), 12),
-              finished(whole.video, "The red circle.")]
+              finished_over(whole.video, "The red circle.")]
     serve, calls = scripted([[whole.video, Compressed(whole)], replay])
     request = Request("v.mp4", "Which appears first, the red circle or the blue star?",
                       RunConfig(sampling=SMALL, zoom="auto"))
@@ -133,11 +133,11 @@ def test_zoom_on_the_embedded_model_answers_over_the_window_in_the_video_s_time(
     cache = tempo.VideoCache(2**30)
     events = list(tempo.run(model, TWO_MINUTES, question, config, cache=cache))
     zoomed, = [e for e in events if isinstance(e, Zoomed)]
-    result = events[-1]
-    assert result.zoom == zoomed and result.video.window is not None
+    finished = events[-1]
+    assert finished.zoom == zoomed and finished.video.window is not None
     low, high = zoomed.window
     assert high - low == pytest.approx(32.0, abs=0.2) and low <= zoomed.moment <= high
-    assert all(low - 0.1 <= s.start and s.end <= high + 0.1 for s in result.segments)
+    assert all(low - 0.1 <= s.start and s.end <= high + 0.1 for s in finished.segments)
     whole = [e for e in events if isinstance(e, Compressed)][0].compression
     assert [s.relevance for s in zoomed.segments] == whole.relevance  # the first pass as it was compressed
     assert max(zoomed.segments, key=lambda s: s.relevance).start <= zoomed.moment

@@ -2,7 +2,7 @@
 runs here: each variant in a process of its own, so that a crash (torch 2.11.0+cu130 segfaulted in the first
 `aoti_load_package` on an H200, 2026-11-28) names its cause. A bare Qwen3 decoder with random weights (the same in
 every process: seeded) at Tempo-6B's layer sizes or tiny ones; each variant runs every layer's compiled step once
-outside any capture, then (on a GPU) captures them in one CUDA graph and replays it, as the compiled phase will,
+outside any capture, then (on a GPU) captures them in one CUDA graph and replays it, as the compiled part will,
 against the eager `layer_step`, and checks that a cache of the wrong length is refused.
 
     python -m benchmarks.gpu.aoti_probe all DIR [--sizes 6b|tiny] [--layers N] [--variants a,b] [--json FILE]
@@ -10,8 +10,8 @@ against the eager `layer_step`, and checks that a cache of the wrong length is r
                                                                           in_so, spaces_helpers)
     python -m benchmarks.gpu.aoti_probe load VARIANT DIR [--sizes ...]   one variant: prints its figures as JSON
 
-`all` builds what the variants need, then runs each; the GPU check's `loader` phase runs it first and hands the
-first variant in `PREFERRED` that passed to its compiled phase.
+`all` builds what the variants need, then runs each; the GPU check's `loader` part runs it first and hands the
+first variant in `PREFERRED` that passed to its compiled part.
 """
 
 from __future__ import annotations
@@ -46,14 +46,14 @@ class Variant:
 
 
 VARIANTS = {
-    "plain": Variant(),  # the compiled phase's way until now: the crash on torch 2.11.0+cu130
+    "plain": Variant(),  # the compiled part's way until now: the crash on torch 2.11.0+cu130
     "single": Variant(single_threaded=True),
     "in_so": Variant(build="in_so"),
     "spaces_settings": Variant(build="spaces"),
     "once": Variant(loader="once"),
     "spaces": Variant(build="spaces_helpers", loader="spaces"),
 }
-# The compiled phase's choice among those that passed (on a GPU, captured in a CUDA graph too): one loaded copy
+# The compiled part's choice among those that passed (on a GPU, captured in a CUDA graph too): one loaded copy
 # before one per layer, unchanged settings before changed ones. `spaces` is not among them (its loader patches
 # modules; the check measures ours).
 PREFERRED = ("once", "plain", "single", "spaces_settings", "in_so")

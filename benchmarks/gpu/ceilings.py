@@ -1,4 +1,4 @@
-"""What the device could do at best, and how close the check's stages come: the matrix-product and memory-bandwidth
+"""What the device could do at best, and how close the run's parts come: the matrix-product and memory-bandwidth
 ceilings measured on the device, the FLOPs of the vision tower, the compressor and the prefill counted from their
 operations' shapes (torch's FLOP formulas over the hour's real work), their share of the ceiling (`*_mfu`), and
 the bandwidth floor of one decoding step (its weights and KV cache read once)."""
@@ -128,12 +128,12 @@ def counted_flops(model: TempoModel, video: runs.Video, embeds: torch.Tensor, mi
             "prefill_tokens": len(embeds)}
 
 
-def utilisation(flops: dict, stages: dict, tflops: float) -> dict:
-    """Achieved TFLOP/s per stage over the measured product ceiling (`stages`: a request's stage seconds)."""
+def utilisation(flops: dict, timings: dict, tflops: float) -> dict:
+    """Achieved TFLOP/s per part over the measured product ceiling (`timings`: a request's seconds per part)."""
     figures = {}
-    for name, stage in (("vision", "vision"), ("compressor", "compress"), ("prefill", "prefill")):
-        count = flops["prefill" if name == "prefill" else stage]
-        achieved = count / stages[stage] / 1e12
+    for name, part in (("vision", "vision"), ("compressor", "compress"), ("prefill", "prefill")):
+        count = flops["prefill" if name == "prefill" else part]
+        achieved = count / timings[part] / 1e12
         figures[f"{name}_tflop"] = float(f"{count / 1e12:.4g}")
         figures[f"{name}_tflops"] = float(f"{achieved:.4g}")
         figures[f"{name}_mfu"] = float(f"{achieved / tflops:.4g}")

@@ -62,7 +62,7 @@ def worker(connection) -> None:
     connection.send("ready")
     try:
         connection.send(run_call(connection))
-    except Exception as exc:  # the parent records it as the phase's error
+    except Exception as exc:  # the parent records it as the part's error
         connection.send({"error": f"{type(exc).__name__}: {exc}"})
     finally:
         connection.close()

@@ -27,7 +27,7 @@ COMPILED = ("split", "flex", "flash")
 UNCOMPILED = ("split", "fused", "flash")  # eager layers in a CUDA graph; 'split' is the shipped default
 # Compiled FlexAttention is the GPU's (a Triton template). Inductor's CPU template does not compile with a free cache
 # length (torch 2.13: "'ks2' was not declared"), and built for one length, a process that had loaded decord (the
-# conformance phase's reader) double-freed or hung at exit in decord's copy of the C++ thread-exit handler.
+# conformance part's reader) double-freed or hung at exit in decord's copy of the C++ thread-exit handler.
 NOT_ON_CPU = {"flex": "compiled FlexAttention is for a GPU (Inductor's CPU template fails with a free length)"}
 
 

@@ -1,16 +1,16 @@
 """The GPU check's measurements: conformance on the device, Tempo-6B at its real sizes loaded from the released
-format, a 1-hour and a 10-minute video end to end with every stage timed, follow-ups, each decoding path (CUDA
-graphs, split-KV attention, the layer step compiled ahead of time) against the others, the stages' share of the
+format, a 1-hour and a 10-minute video end to end with every part timed, follow-ups, each decoding path (CUDA
+graphs, split-KV attention, the layer step compiled ahead of time) against the others, the parts' share of the
 device's ceilings, the compressor against the released single batch, each speed-up against its baseline in the same
 run, a cold call: a fresh process given the model in host memory, as a ZeroGPU worker is, and the hour with int8
-weights. First of all, the `loader` phase tries each way of building and loading the compiled layer step in a
-process of its own (benchmarks/gpu/aoti_probe.py) and hands the compiled phase the first that ran.
+weights. First of all, the `loader` part tries each way of building and loading the compiled layer step in a
+process of its own (benchmarks/gpu/aoti_probe.py) and hands the compiled part the first that ran.
 
     python -m benchmarks.gpu.measure --out DIR        # on a CUDA GPU (benchmarks/gpu/check runs this)
     python -m benchmarks.gpu.measure --dry-run --out DIR   # the same sequence on the CPU with tiny sizes
 
-Every phase is written to DIR/gpu_check.json as soon as it ends, so a run cut short still leaves what it measured;
-a phase that fails is recorded with its error and the next one runs. DIR/gpu_check.log is the log.
+Every part is written to DIR/gpu_check.json as soon as it ends, so a run cut short still leaves what it measured;
+a part that fails is recorded with its error and the next one runs. DIR/gpu_check.log is the log.
 """
 
 from __future__ import annotations
@@ -55,39 +55,39 @@ class Sizes:
     repeats: int
     micro_batches: tuple[int, ...]
     conformance_cases: tuple[str, ...] | None  # None: every case
-    budget_s: float  # phases that would start after this are skipped
+    budget_s: float  # parts that would start after this are skipped
     build_until_s: float  # compiled packages that would start building after this are skipped
-    loader: tuple[str, int, tuple[str, ...], int]  # the loader phase's sizes, layers, variants, processes at once
+    loader: tuple[str, int, tuple[str, ...], int]  # the loader part's sizes, layers, variants, processes at once
 
 
-# On a GPU the loader phase builds 3 packages at Tempo-6B's layer sizes (about 8 s each on an H200) and runs its 6
-# variants 4 at a time (2-3 minutes, most of it processes starting); the phases after it took 4-5 minutes before.
-# No phase starts after 8 minutes and no package is built after 7, so that a call of 10 minutes ends with its JSON.
+# On a GPU the loader part builds 3 packages at Tempo-6B's layer sizes (about 8 s each on an H200) and runs its 6
+# variants 4 at a time (2-3 minutes, most of it processes starting); the parts after it took 4-5 minutes before.
+# No part starts after 8 minutes and no package is built after 7, so that a call of 10 minutes ends with its JSON.
 GPU = Sizes(TEMPO_6B, "cuda", 1024, (640, 360), 64, 3, (1, 4, 8, 16, 32), None, 480.0, 420.0,
             ("6b", 36, tuple(aoti_probe.VARIANTS), 4))
 DRY_RUN = Sizes(TINY, "cpu", 64, (160, 90), 8, 1, (1, 4), ("shapes_red_circle",), 900.0, 900.0,
                 ("tiny", 2, ("plain", "once"), 1))
 VIDEOS = {"hour": 3600.0, "ten_minutes": 600.0}
-NEEDED_BY_EVERY_PHASE = frozenset({"environment", "load", "videos", "warm_up", "hour"})
-NEEDED_BY = {"compiled": frozenset({"loader"})}  # the compiled phase loads its packages as the loader phase chose
+NEEDED_BY_EVERY_PART = frozenset({"environment", "load", "videos", "warm_up", "hour"})
+NEEDED_BY = {"compiled": frozenset({"loader"})}  # the compiled part loads its packages as the loader part chose
 INT8_RTOL = 2 * BF16_RTOL  # bf16's own rounding and int8's, each within BF16_RTOL on the conformance set
 
 
 class Check:
-    """The figures so far, saved after every phase; phases run in order until the time budget is spent."""
+    """The figures so far, saved after every part; parts run in order until the time budget is spent."""
 
     def __init__(self, sizes: Sizes, out: Path, only: frozenset[str] = frozenset()):
         self.sizes, self.out, self.only = sizes, out, only
         self.started = time.perf_counter()
-        self.figures: dict = {"device": None, "dry_run": sizes is DRY_RUN, "phases": {}, "errors": {}}
+        self.figures: dict = {"device": None, "dry_run": sizes is DRY_RUN, "parts": {}, "errors": {}}
 
     def save(self) -> None:
         self.figures["elapsed_s"] = round(time.perf_counter() - self.started, 1)
         (self.out / "gpu_check.json").write_text(json.dumps(self.figures, indent=2, default=str) + "\n")
 
     def skips(self, name: str) -> str | None:
-        """Why a phase does not run, or None when it runs."""
-        needed = set(NEEDED_BY_EVERY_PHASE).union(*(NEEDED_BY.get(phase, ()) for phase in self.only))
+        """Why a part does not run, or None when it runs."""
+        needed = set(NEEDED_BY_EVERY_PART).union(*(NEEDED_BY.get(part, ()) for part in self.only))
         if self.only and name not in self.only | needed:
             return "skipped: not in --only"
         elapsed = time.perf_counter() - self.started
@@ -96,22 +96,22 @@ class Check:
         return None
 
     def run(self, name: str, work: Callable[[], dict]) -> dict | None:
-        """A phase's figures go under phases[name] and are saved; a skip or failure is recorded, not raised."""
+        """A part's figures go under parts[name] and are saved; a skip or failure is recorded, not raised."""
         skipped = self.skips(name)
         if skipped:
             log.warning("%s: %s", name, skipped)
             self.figures["errors"][name] = skipped
             self.save()
             return None
-        log.info("phase %s (at %.1f s)", name, time.perf_counter() - self.started)
+        log.info("part %s (at %.1f s)", name, time.perf_counter() - self.started)
         begun = time.perf_counter()
         try:
             figures = work()
-        except Exception as exc:  # the next phase still runs; the record says what broke
-            log.error("phase %s failed: %s", name, exc)
+        except Exception as exc:  # the next part still runs; the record says what broke
+            log.error("part %s failed: %s", name, exc)
             self.figures["errors"][name] = "".join(traceback.format_exception(exc))[-3000:]
             figures = None
-        self.figures["phases"][name] = {**(figures or {}), "phase_s": round(time.perf_counter() - begun, 2)}
+        self.figures["parts"][name] = {**(figures or {}), "part_s": round(time.perf_counter() - begun, 2)}
         self.save()
         return figures
 
@@ -180,7 +180,7 @@ def end_to_end(model: TempoModel, videos: dict[str, runs.Video], sizes: Sizes, c
         results = [runs.request(model, video, runs.QUESTION, config, keep_vision=True)
                    for _ in range(sizes.repeats if name == "hour" else 1)]
         run = kept[name] = median_run(results)
-        compressing = run.stages["vision"] + run.stages["compress"]
+        compressing = run.timings["vision"] + run.timings["compress"]
         return {**run.figures(), "totals_s": [round(r.total_s, 4) for r in results], "segments": len(video.segments),
                 "segments_per_s": round(len(video.segments) / compressing, 2),
                 "memory_tokens_kept": run.finished.tokens_used}
@@ -206,25 +206,25 @@ def follow_ups(model: TempoModel, video: runs.Video, first: runs.Request, sizes:
             "keeping_vision_saves_s": round(pixels_cached.total_s - vision_cached.total_s, 4)}
 
 
-def loader_phase(sizes: Sizes, device: torch.device, directory: Path) -> dict:
+def loader_part(sizes: Sizes, device: torch.device, directory: Path) -> dict:
     """Each way of building and loading the compiled layer step, in a process of its own (a crash names its
-    variant); `chosen` is what the compiled phase uses."""
+    variant); `chosen` is what the compiled part uses."""
     probe_sizes, layers, variants, at_once = sizes.loader
     return aoti_probe.run_all(directory, probe_sizes, layers, list(variants), device.type, at_once=at_once)
 
 
 def chosen_variant(check: Check) -> aoti_probe.Variant:
-    """The loader phase's choice; the default way where that phase did not run."""
-    probe = check.figures["phases"].get("loader", {})
+    """The loader part's choice; the default way where that part did not run."""
+    probe = check.figures["parts"].get("loader", {})
     if "passed" not in probe:
         return aoti_probe.Variant()
     if probe["chosen"] is None:
-        raise RuntimeError("no way of building and loading the compiled layer step ran in the loader phase")
+        raise RuntimeError("no way of building and loading the compiled layer step ran in the loader part")
     return aoti_probe.VARIANTS[probe["chosen"]]
 
 
-def compiled_phase(model: TempoModel, hour: runs.Video, first: runs.Request, sizes: Sizes, check: Check,
-                   directory: Path) -> dict:
+def compiled_part(model: TempoModel, hour: runs.Video, first: runs.Request, sizes: Sizes, check: Check,
+                  directory: Path) -> dict:
     """Every decoding path over the hour's inputs, teacher-forced on the first answer's tokens; the bandwidth floor
     at that cache length; the fastest compiled path within tolerance through the app's own requests."""
     variant = chosen_variant(check)
@@ -233,7 +233,7 @@ def compiled_phase(model: TempoModel, hour: runs.Video, first: runs.Request, siz
     directory.mkdir(parents=True, exist_ok=True)
     figures = compiled.decoding_paths(model, embeds, tokens, 4 * sizes.answer_tokens, directory,
                                       check.started + sizes.build_until_s, variant)
-    bandwidth = check.figures["phases"].get("environment", {}).get("memory_gb_s")
+    bandwidth = check.figures["parts"].get("environment", {}).get("memory_gb_s")
     if bandwidth:
         figures["floor"] = ceilings.decoding_floor(model, len(embeds) + len(tokens) // 2, bandwidth)
     best = figures["fastest_compiled"]
@@ -244,7 +244,7 @@ def compiled_phase(model: TempoModel, hour: runs.Video, first: runs.Request, siz
     return {**figures, "variant": variant.__dict__}
 
 
-def int8_phase(model: TempoModel, hour: runs.Video, first: runs.Request, sizes: Sizes) -> dict:
+def int8_part(model: TempoModel, hour: runs.Video, first: runs.Request, sizes: Sizes) -> dict:
     """The model's linear weights rounded to int8 in place (so last): the decoder's logits over the hour's inputs,
     teacher-forced on the first answer, against the same before rounding; then the hour from its pixels, its peak
     memory and its answer against the first one."""
@@ -270,11 +270,11 @@ def int8_phase(model: TempoModel, hour: runs.Video, first: runs.Request, sizes: 
 
 
 def utilisation(model: TempoModel, hour: runs.Video, first: runs.Request, check: Check) -> dict:
-    """FLOPs counted over the hour's work, against the first answer's stage times and the product ceiling."""
+    """FLOPs counted over the hour's work, against the first answer's timings and the product ceiling."""
     embeds = fast_paths.hour_decoder_inputs(model, runs.compression_of(first), hour)
     flops = ceilings.counted_flops(model, hour, embeds)
-    tflops = check.figures["phases"]["environment"]["matmul_tflops"]
-    return {"flops": flops, "ceiling_tflops": tflops, **ceilings.utilisation(flops, first.figures()["stages"], tflops)}
+    tflops = check.figures["parts"]["environment"]["matmul_tflops"]
+    return {"flops": flops, "ceiling_tflops": tflops, **ceilings.utilisation(flops, first.figures()["timings"], tflops)}
 
 
 def cold(model: TempoModel, hour: runs.Video, first: runs.Request, sizes: Sizes) -> dict:
@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="on the CPU with tiny sizes")
     parser.add_argument("--out", default=os.environ.get("OUT", "outputs/gpu-check"), help="default: $OUT")
     parser.add_argument("--only", default=os.environ.get("GPU_CHECK_ONLY", ""),
-                        help="comma-separated phases to run (with the ones every phase needs); default: all")
+                        help="comma-separated parts to run (with the ones every part needs); default: all")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         found = check.run("environment", lambda: environment(device))
         check.figures["device"] = (found or {}).get("gpu", "cpu")
-        check.run("loader", lambda: loader_phase(sizes, device, scratch / "probe"))
+        check.run("loader", lambda: loader_part(sizes, device, scratch / "probe"))
         check.run("conformance", lambda: conformance(sizes, device))
         loaded: dict[str, TempoModel] = {}
 
@@ -344,10 +344,10 @@ def main(argv: list[str] | None = None) -> int:
         if "hour" in first:
             check.run("cold_call", lambda: cold(model, hour, first["hour"], sizes))
             # Last: building and loading AOT packages crashed the process once on an H100 (2026-11-26), and a
-            # crash here must not take the phases above with it.
-            check.run("compiled", lambda: compiled_phase(model, hour, first["hour"], sizes, check,
-                                                          scratch / "packages"))
-            check.run("int8", lambda: int8_phase(model, hour, first["hour"], sizes))  # rounds the model in place
+            # crash here must not take the parts above with it.
+            check.run("compiled", lambda: compiled_part(model, hour, first["hour"], sizes, check,
+                                                         scratch / "packages"))
+            check.run("int8", lambda: int8_part(model, hour, first["hour"], sizes))  # rounds the model in place
     finally:
         headline(check.figures)
         check.figures["failed"] = verdicts(check.figures)
@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({key: check.figures.get(key) for key in HEADLINE}, indent=1))
     errors, failed = check.figures["errors"], check.figures["failed"]
     if errors:
-        print(f"{len(errors)} phase(s) failed or were skipped: {', '.join(errors)}", file=sys.stderr)
+        print(f"{len(errors)} part(s) failed or were skipped: {', '.join(errors)}", file=sys.stderr)
     for line in failed:
         print(f"FAILED: {line}", file=sys.stderr)
     return 1 if errors or failed else 0

@@ -14,26 +14,26 @@ def _ms(seconds: float | None) -> float | None:
 
 
 def headline(figures: dict) -> None:
-    """The headline keys, from the phases' figures (None where a phase is missing)."""
-    phases = figures["phases"]
-    conformance = phases.get("conformance", {})
+    """The headline keys, from the parts' figures (None where a part is missing)."""
+    parts = figures["parts"]
+    conformance = parts.get("conformance", {})
     if "float32" in conformance:
         f32, b16 = conformance["float32"], conformance["bfloat16"]
         figures["conformance"] = (f"{f32['passed']}/{f32['checks']} float32, {b16['passed']}/{b16['checks']} bf16 "
                                   f"within {BF16_RTOL:.0e} ({b16['discrete_flipped']} of {b16['discrete']} "
                                   "discrete results flipped)")
-    hour = phases.get("hour", {})
+    hour = parts.get("hour", {})
     figures["hour_seconds"] = hour.get("total_s")
-    figures["followup_seconds"] = phases.get("follow_ups", {}).get("asked_again", {}).get("total_s")
-    figures["cold_call_seconds"] = phases.get("cold_call", {}).get("cold_call_s")
-    figures["per_token_ms"] = _ms(hour.get("stages", {}).get("per_token"))
-    peaks = [p.get("peak_memory_gb") for p in (hour, phases.get("ten_minutes", {})) if p.get("peak_memory_gb")]
+    figures["followup_seconds"] = parts.get("follow_ups", {}).get("asked_again", {}).get("total_s")
+    figures["cold_call_seconds"] = parts.get("cold_call", {}).get("cold_call_s")
+    figures["per_token_ms"] = _ms(hour.get("timings", {}).get("per_token"))
+    peaks = [p.get("peak_memory_gb") for p in (hour, parts.get("ten_minutes", {})) if p.get("peak_memory_gb")]
     figures["peak_memory_gb"] = max(peaks) if peaks else None
-    mfu = phases.get("mfu", {})
+    mfu = parts.get("mfu", {})
     for key in ("vision_mfu", "compressor_mfu", "prefill_mfu"):
         figures[key] = mfu.get(key)
-    figures["compressor_speedup"] = phases.get("compressor", {}).get("speedup_fastest")
-    decoding = phases.get("compiled", {})
+    figures["compressor_speedup"] = parts.get("compressor", {}).get("speedup_fastest")
+    decoding = parts.get("compiled", {})
     figures["per_token_ms_by_path"] = {name: path.get("ms_per_token") for name, path in
                                        decoding.get("paths", {}).items()}
     figures["per_token_floor_ms"] = decoding.get("floor", {}).get("floor_ms")
@@ -42,10 +42,10 @@ def headline(figures: dict) -> None:
     figures["hour_seconds_compiled"] = requests.get("hour", {}).get("total_s")
     figures["followup_seconds_compiled"] = requests.get("asked_again", {}).get("total_s")
     figures["package_build_s"] = {name: built.get("build_s") for name, built in decoding.get("packages", {}).items()}
-    loader = phases.get("loader", {})
+    loader = parts.get("loader", {})
     figures["loader_chosen"] = loader.get("chosen")
     figures["loader_passed"] = loader.get("passed")
-    int8 = phases.get("int8", {})
+    int8 = parts.get("int8", {})
     figures["int8_hour_seconds"] = int8.get("hour", {}).get("total_s")
     figures["int8_peak_memory_gb"] = int8.get("hour", {}).get("peak_memory_gb")
     figures["int8_logits_max_relative"] = int8.get("logits_max_relative")
@@ -54,29 +54,29 @@ def headline(figures: dict) -> None:
 def verdicts(figures: dict) -> list[str]:
     """What the run shows to be wrong: conformance failures, and fast or compiled paths whose outputs left their
     tolerance or whose tokens differ."""
-    phases, failed = figures["phases"], []
-    for dtype, result in phases.get("conformance", {}).items():
+    parts, failed = figures["parts"], []
+    for dtype, result in parts.get("conformance", {}).items():
         if isinstance(result, dict) and result.get("failures"):
             failed.append(f"conformance in {dtype}: {len(result['failures'])} checks failed")
-    decoding = phases.get("decoding", {})
+    decoding = parts.get("decoding", {})
     if decoding and not decoding.get("within_tolerance"):
         failed.append(f"graphed decoding's logits off by {decoding.get('logits_max_relative')} relative")
-    if phases.get("follow_ups", {}).get("same_answer_from_cache") is False:
+    if parts.get("follow_ups", {}).get("same_answer_from_cache") is False:
         failed.append("the answer from the cached compression differs from the first answer")
-    failed += compiled_verdicts(phases.get("compiled", {}))
-    if phases.get("cold_call", {}).get("same_tokens") is False:
+    failed += compiled_verdicts(parts.get("compiled", {}))
+    if parts.get("cold_call", {}).get("same_tokens") is False:
         failed.append("the cold call's answer differs from the warm first answer")
-    stacked = phases.get("compressor", {}).get("stacked_vs_per_pair_relative")
+    stacked = parts.get("compressor", {}).get("stacked_vs_per_pair_relative")
     if stacked is not None and stacked > BF16_RTOL:
         failed.append(f"stacked vision attention off the per-pair path by {stacked:.2e} relative")
-    if phases.get("pixels", {}).get("identical") is False:
+    if parts.get("pixels", {}).get("identical") is False:
         failed.append("pixels normalised on the device differ from the host's")
-    int8 = phases.get("int8", {})
+    int8 = parts.get("int8", {})
     if int8.get("within_tolerance") is False:
         failed.append(f"int8 weights put the decoder's logits {int8.get('logits_max_relative')} relative away")
-    loader = phases.get("loader", {})
+    loader = parts.get("loader", {})
     if "passed" in loader and not loader["passed"]:
-        failed.append("no way of loading the compiled layer step ran (loader phase)")
+        failed.append("no way of loading the compiled layer step ran (loader part)")
     return failed
 
 

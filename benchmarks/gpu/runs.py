@@ -1,5 +1,5 @@
 """The pieces the GPU check times: videos of prepared segments, one request through the accelerator's half of the
-pipeline with every stage synchronised, and the compressor alone at several micro-batch sizes."""
+pipeline with every part synchronised, and the compressor alone at several micro-batch sizes."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ class Request:
     allocated_s: float
     first_token_s: float
     tokens: int
-    stages: dict[str, float]
+    timings: dict[str, float]  # seconds per part of the run, as `Finished.timings`
     peak_memory_gb: float
     compressed: Compressed | None
     finished: Finished
@@ -96,11 +96,11 @@ class Request:
         return self.first_token_s - self.allocated_s
 
     def figures(self) -> dict:
-        stages = {name: round(seconds, 4) for name, seconds in self.stages.items()
-                  if name in ("vision", "compress", "allocate")}
-        stages.update(prefill=round(self.prefill_s, 4), per_token=round(self.per_token_s, 5))
+        timings = {name: round(seconds, 4) for name, seconds in self.timings.items()
+                   if name in ("vision", "compress", "allocate")}
+        timings.update(prefill=round(self.prefill_s, 4), per_token=round(self.per_token_s, 5))
         return {"total_s": round(self.total_s, 4), "first_segment_s": self.first_segment_s and round(
-            self.first_segment_s, 4), "tokens": self.tokens, "stages": stages,
+            self.first_segment_s, 4), "tokens": self.tokens, "timings": timings,
             "peak_memory_gb": round(self.peak_memory_gb, 3)}
 
 
@@ -114,7 +114,7 @@ def answer_config(tokens: int, micro_batch: int | None = None) -> RunConfig:
 def request(model: TempoModel, video: Video, question: str, config: RunConfig,
             segments: list[PreparedSegment | EncodedSegment] | None = None, compression: Compression | None = None,
             keep_vision: bool = False) -> Request:
-    """`execute` one job (as a ZeroGPU worker does), every stage synchronised, the device's peak memory tracked."""
+    """`execute` one job (as a ZeroGPU worker does), every part synchronised, the device's peak memory tracked."""
     device = model.device
     timer = SyncedTimer(device)
     job = Job(question, video.probed, video.plan, config.micro_batch, (config,), timer,

@@ -15,7 +15,7 @@ TURN_FIELDS = ("turn", "question")
 
 
 def export(runs: Sequence[RunProgress], directory: str | Path, stem: str = "tempo-segments") -> tuple[Path, Path]:
-    """Write finished runs about one video as JSON ({"turns": [{question, ...the API's result}]}) and their
+    """Write finished runs about one video as JSON ({"turns": [{question, .../answer's JSON}]}) and their
     per-segment tables as one CSV (turn numbered from 1, question, then the segment's fields)."""
     directory = Path(directory)
     json_path, csv_path = directory / f"{stem}.json", directory / f"{stem}.csv"

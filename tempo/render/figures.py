@@ -51,8 +51,9 @@ def read_results(path: str | os.PathLike) -> list[dict]:
     return results
 
 
-def k_min_of(result: dict) -> int:
-    return int(result.get("settings", {}).get("k_min", min((s["tokens"] for s in result["segments"]), default=0)))
+def k_min_of(line: dict) -> int:
+    """A batch result line's k_min: from its settings, else the fewest tokens a segment kept."""
+    return int(line.get("settings", {}).get("k_min", min((s["tokens"] for s in line["segments"]), default=0)))
 
 
 def split_key(results: list[dict], split: str) -> str | None:

@@ -43,7 +43,7 @@ class Status(str, Enum):
 class RunProgress:
     """The one record of a question's run, live or finished, that every surface reads (the page, the API, the
     report, the tools, the exports): its events folded into the question, the segments (each with its tokens once
-    allocated and its key frame), the allocation, the answer so far and the finished result."""
+    allocated and its key frame), the allocation, the answer so far and the finished record."""
 
     question: str = ""
     started: float = field(default_factory=time.perf_counter)
@@ -83,14 +83,14 @@ class RunProgress:
             self.question = self.question or event.question
 
     @classmethod
-    def of(cls, result: Finished) -> RunProgress:
-        """The record of a run known only by its result (another allocation of a compression: no key frames)."""
-        allocation = result.config.allocation
-        progress = cls(result.question, probed=result.video, segments=list(result.segments), zoom=result.zoom)
-        progress.allocation = AllocationDone([s.tokens or 0 for s in result.segments], result.budget,
-                                             result.tokens_used, allocation.k_min, result.k_max,
+    def of(cls, finished: Finished) -> RunProgress:
+        """The record of a run known only by its `Finished` (another allocation of a compression: no key frames)."""
+        allocation = finished.config.allocation
+        progress = cls(finished.question, probed=finished.video, segments=list(finished.segments), zoom=finished.zoom)
+        progress.allocation = AllocationDone([s.tokens or 0 for s in finished.segments], finished.budget,
+                                             finished.tokens_used, allocation.k_min, finished.k_max,
                                              allocation.strategy, allocation.truncation, 0)
-        progress.update(result)
+        progress.update(finished)
         return progress
 
     @property
@@ -136,19 +136,19 @@ class RunProgress:
         }
 
 
-def run_stats(result: Finished) -> dict[str, float | int]:
+def run_stats(finished: Finished) -> dict[str, float | int]:
     """Headline numbers: how much of the budget was spent and how much smaller the video became."""
-    frames = result.video.sampled_frames
-    every = result.k_max * len(result.segments)
+    frames = finished.video.sampled_frames
+    every = finished.k_max * len(finished.segments)
     return {
-        "segments": len(result.segments),
+        "segments": len(finished.segments),
         "sampled_frames": frames,
-        "tokens_used": result.tokens_used,
-        "budget": result.budget,
-        "tokens_per_frame": result.tokens_used / frames if frames else 0.0,
+        "tokens_used": finished.tokens_used,
+        "budget": finished.budget,
+        "tokens_per_frame": finished.tokens_used / frames if frames else 0.0,
         "every_memory_token": every,
-        "reduction": every / result.tokens_used if result.tokens_used else float("inf"),
-        "duration": result.video.duration,
+        "reduction": every / finished.tokens_used if finished.tokens_used else float("inf"),
+        "duration": finished.video.duration,
     }
 
 

@@ -123,25 +123,25 @@ class Asked:
 def report_section(asked: Asked) -> str:
     """One question's part of a report: question, answer, numbers, the interactive timeline (Plotly's script is
     the page's), key frames, settings and timings."""
-    result = asked.run.finished
-    if result is None:
+    finished = asked.run.finished
+    if finished is None:
         raise ValueError("the run has not finished: there is nothing to report yet")
     truth = asked.truth
-    stats = run_stats(result)
+    stats = run_stats(finished)
     figure = asked.figure or timeline_figure(asked.run, truth.evidence if truth else ())
     timeline = pio.to_html(figure, include_plotlyjs=False, full_html=False, config={"displaylogo": False})
     settings = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
-                       for k, v in result.config.summary(result.budget).items())
+                       for k, v in finished.config.summary(finished.budget).items())
     numbers = [("segments", f"{stats['segments']:,} ({stats['sampled_frames']:,} frames over "
                             f"{clock(stats['duration'])})"),
                ("memory tokens", f"{stats['tokens_used']:,} of a {stats['budget']:,} budget"),
                ("tokens per frame", f"{stats['tokens_per_frame']:.2f}"),
                ("reduction", f"{stats['reduction']:.1f}x fewer than all memory tokens")]
-    if result.history_used or result.history_dropped:
-        numbers.append(("conversation", f"read with {result.history_used} earlier turns"
-                                        + (f", {result.history_dropped} left out" if result.history_dropped else "")))
+    if finished.history_used or finished.history_dropped:
+        left_out = f", {finished.history_dropped} left out" if finished.history_dropped else ""
+        numbers.append(("conversation", f"read with {finished.history_used} earlier turns{left_out}"))
     numbers_html = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in numbers)
-    timings = timings_text(result.timings, result.alongside)
+    timings = timings_text(finished.timings, finished.alongside)
     frames = "".join(f"<figure><img src='{data_uri(frame, REPORT_FRAME_EDGE)}' alt='{html.escape(caption)}'>"
                      f"<figcaption>{html.escape(caption)}</figcaption></figure>"
                      for frame, caption in key_frames(asked.run.segments))
@@ -152,7 +152,7 @@ def report_section(asked: Asked) -> str:
         truth_html = (f"<p class='truth {verdict}'>Expected: {html.escape(truth.expected)} · the answer is "
                       f"{verdict}. The evidence is shaded green on the timeline.</p>")
     return (f"<p class='question'><b>Q:</b> {html.escape(asked.question)}</p>"
-            f"<div class='answer'>{html.escape(answer_text(result.answer))}</div>"
+            f"<div class='answer'>{html.escape(answer_text(finished.answer))}</div>"
             f"{truth_html}<table>{numbers_html}</table>{timeline}{moments}"
             f"<h3>Key frames: the segments that kept the most tokens</h3><div class='frames'>{frames}</div>"
             f"<h3>Settings</h3><table>{settings}</table><p>Timings: {html.escape(timings)}</p>")
@@ -160,12 +160,12 @@ def report_section(asked: Asked) -> str:
 
 def moments_html(run: RunProgress) -> str:
     """The run's moments, best first, each with its key frame where the run kept one, its span, length and score."""
-    result = run.finished
-    if result is None or not result.moments:
+    finished = run.finished
+    if finished is None or not finished.moments:
         return ""
     segments = (list(run.zoom.segments) if run.zoom else []) + run.segments  # a zoomed run's both passes
     cells = []
-    for shown in highlights(result.moments, segments):
+    for shown in highlights(finished.moments, segments):
         moment = shown.moment
         image = (f"<img src='{data_uri(shown.frame, REPORT_FRAME_EDGE)}' alt='moment {shown.rank}'>"
                  if shown.frame is not None else "")

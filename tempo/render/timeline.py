@@ -142,7 +142,7 @@ def _timeline(segments: Sequence[Segment], tokens: Sequence[int] | None = None, 
     duration = duration or (segments[-1].end if segments else 60.0)
     raw = [s.relevance for s in segments]
     has_relevance = bool(segments) and all(r is not None for r in raw)
-    relevance = scaled_relevance(raw)  # what ATA reads: a tiny model's raw scores can all sit near zero
+    relevance = scaled_relevance(raw)  # what ATA reads: a tiny model's raw relevance can all sit near zero
     token_text = [f"{k} / {k_max}" if k_max else str(k) for k in tokens] if tokens else ["pending"] * done
     points = [list(PointData(span(s.start, s.end), relevance_text(r, scaled), t, s.index, s.start))
               for s, r, scaled, t in zip(segments, raw, relevance, token_text)]
@@ -217,10 +217,10 @@ def _whole_video(fig: go.Figure, zoom: Zoomed) -> None:
 
 
 def relevance_text(raw: float | None, scaled: float | None) -> str:
-    """A segment's relevance in words for hover text: scaled as ATA reads it, then the compressor's own score."""
+    """A segment's relevance in words for hover text: scaled as ATA reads it, then raw, as the compressor gave it."""
     if raw is None or scaled is None:
         return "relevance n/a (compression off)"
-    return f"relevance {scaled:.2f} of the range (raw score {raw:.4g})"
+    return f"relevance {scaled:.2f} of the range (raw relevance {raw:.4g})"
 
 
 def _window_in_video(fig: go.Figure, start: float, end: float, video: float) -> None:
@@ -325,10 +325,10 @@ def sweep_figure(segments: Sequence[Segment], sweep: Sequence[Finished], *, dura
                  k_max: int, start: float = 0.0) -> go.Figure:
     """Tokens kept per segment (x: video time) at each budget of a sweep (y, smallest at the bottom)."""
     edges = [s.start for s in segments] + [segments[-1].end]
-    rows = [f"{result.budget:,}" for result in sweep]
+    rows = [f"{finished.budget:,}" for finished in sweep]
     hover = [[[span(s.start, s.end), row, s.index] for s in segments] for row in rows]
     fig = go.Figure(go.Heatmap(
-        z=[[s.tokens for s in result.segments] for result in sweep], x=edges, y=rows, colorscale=TOKEN_SCALE,
+        z=[[s.tokens for s in finished.segments] for finished in sweep], x=edges, y=rows, colorscale=TOKEN_SCALE,
         zmin=0, zmax=k_max, xgap=1, ygap=2, customdata=hover,
         colorbar=dict(title=dict(text="tokens", side="right"), thickness=12, len=0.9),
         hovertemplate="<b>%{customdata[0]}</b><br>budget %{customdata[1]}<br>%{z} tokens kept<extra></extra>"))

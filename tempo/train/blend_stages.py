@@ -106,14 +106,14 @@ def train_blend_stage(stage: BlendStage, recipe: Recipe, state_path: str, out_di
     report["decoder_width"] = model.decoder.lm.config.hidden_size
     started = time.perf_counter()
     blend, held_out = blend_pools(model, recipe, stage, rng)
-    report["stages"]["pools"] = {"seconds": round(time.perf_counter() - started, 1),
+    report["parts"]["pools"] = {"seconds": round(time.perf_counter() - started, 1),
                                  "own_video_questions": len(blend.samplers[0].pool),
                                  "global_videos": len(blend.samplers[1].pool),
                                  "short_questions": len(blend.samplers[2].pool),
                                  "interval_and_order_questions": sum(len(sampler.pool) for sampler in blend.samplers
                                                                      if isinstance(sampler, OwnVideo) and
                                                                      sampler.families == TEMPORAL_FAMILIES)}
-    log.info("pools: %s", report["stages"]["pools"])
+    log.info("pools: %s", report["parts"]["pools"])
     training: Sampler = VideoTags(blend, stage.video_tags) if stage.video_tags > 0 else blend
 
     def read(reading_model: TempoModel) -> dict:
@@ -123,8 +123,8 @@ def train_blend_stage(stage: BlendStage, recipe: Recipe, state_path: str, out_di
     log.info("held-out reading before: %s", report["reading_before"])
     model.train()
     model.decoder.requires_grad_(True)
-    report["stages"]["blend"] = train_composed(model, training, stage.widths, stage.steps, 4, stage.lr,
+    report["parts"]["blend"] = train_composed(model, training, stage.widths, stage.steps, 4, stage.lr,
                                                recipe.copy_ata_share, rng, every, read=read)
-    log.info("growth curve: %s", report["stages"]["blend"]["growth_curve"])
+    log.info("growth curve: %s", report["parts"]["blend"]["growth_curve"])
     finish(model, head, tokenizer, stage.number, state_path, out_dir)
     return report

@@ -284,7 +284,7 @@ def copy_accuracy(model: TempoModel, composer: Sampler, per_width: int = 40, see
     `composer`: anything with `sample`."""
     rng = np.random.default_rng(seed)
     k_max = model.spec.num_memory_tokens
-    result: dict = {}
+    readings: dict = {}
     for width in widths:
         hits: dict[str, list[bool]] = {}
         within: list[bool] = []
@@ -297,9 +297,9 @@ def copy_accuracy(model: TempoModel, composer: Sampler, per_width: int = 40, see
                 within.append(when_within_tolerance(model, example, tokens))
             if example.family == "interval":
                 overlapping.append(interval_within_iou(model, example, tokens))
-        result[str(width)] = {family: round(float(np.mean(h)), 3) for family, h in sorted(hits.items())}
+        readings[str(width)] = {family: round(float(np.mean(h)), 3) for family, h in sorted(hits.items())}
         if within:
-            result[str(width)]["when_within"] = round(float(np.mean(within)), 3)
+            readings[str(width)]["when_within"] = round(float(np.mean(within)), 3)
         if overlapping:
-            result[str(width)]["interval_within"] = round(float(np.mean(overlapping)), 3)
-    return result
+            readings[str(width)]["interval_within"] = round(float(np.mean(overlapping)), 3)
+    return readings

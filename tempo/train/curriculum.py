@@ -103,9 +103,9 @@ def pretrain(out_dir: str, recipe: Recipe, device: torch.device, every: int, rep
     # colour, background and place instead of learning its shape.
     base_videos = short + more_short + long[:5]
     heads = shape_heads(compressor.vlm.visual.config.out_hidden_size, device)
-    report["stages"]["base clips"] = pretrain_base(model, head, heads, base_videos, 2, recipe.clip_steps,
+    report["parts"]["base clips"] = pretrain_base(model, head, heads, base_videos, 2, recipe.clip_steps,
                                                    recipe.clip_batch, recipe.base_lr, rng, "clips", every)
-    report["stages"]["base"] = pretrain_base(model, head, heads, base_videos, data.SEGMENT_FRAMES, recipe.base_steps,
+    report["parts"]["base"] = pretrain_base(model, head, heads, base_videos, data.SEGMENT_FRAMES, recipe.base_steps,
                                              recipe.base_batch, recipe.base_lr / 2, rng, "base", every)
     report["shape_heads_after_base"] = shape_accuracy(model, heads, held_out, 100, rng)
     log.info("shape heads on held-out runs of frames: %s", report["shape_heads_after_base"])
@@ -122,7 +122,7 @@ def pretrain(out_dir: str, recipe: Recipe, device: torch.device, every: int, rep
     encoded_medium = data.encode_videos(compressor, medium, recipe.medium_frames, model.geometry, rng)
     encoded_long = data.encode_videos(compressor, long, recipe.max_frames, model.geometry, rng)
     encoded_held_out = data.encode_videos(compressor, held_out, recipe.max_frames, model.geometry, rng)
-    report["stages"]["encode"] = {"seconds": round(time.perf_counter() - encode_started, 1)}
+    report["parts"]["encode"] = {"seconds": round(time.perf_counter() - encode_started, 1)}
     report["relevance_after_base"] = relevance_accuracy(model, encoded_held_out)
     log.info("relevance on held-out segments: %s", report["relevance_after_base"])
 
@@ -144,12 +144,12 @@ def set_relevance_direction(model: TempoModel, head: nn.Linear, checkpoint_dir: 
 def train(out_dir: str, recipe: Recipe, device: torch.device, every: int = 50) -> dict:
     """Run the whole curriculum and write a loadable checkpoint to `out_dir`; returns the training log."""
     started = time.perf_counter()
-    report: dict = {"recipe": asdict(recipe), "device": str(device), "stages": {}}
+    report: dict = {"recipe": asdict(recipe), "device": str(device), "parts": {}}
     pre = pretrain(out_dir, recipe, device, every, report)
     model, rng, checkpoint_dir = pre.model, pre.rng, pre.checkpoint_dir
     align_and_joint(model, pre.encoded, recipe, rng, every, report)
     model.compressor.requires_grad_(False)
-    report["stages"]["stage 3"] = train_decoder_long(model, pre.encoded["long"] + pre.encoded["medium"], recipe, rng,
+    report["parts"]["stage 3"] = train_decoder_long(model, pre.encoded["long"] + pre.encoded["medium"], recipe, rng,
                                                      every)
     report["relevance_after_training"] = relevance_accuracy(model, pre.encoded["held_out"])
     log.info("relevance after training: %s", report["relevance_after_training"])
@@ -170,14 +170,14 @@ def align_and_joint(model: TempoModel, encoded: dict[str, list[data.EncodedVideo
     language_model = compressor.vlm.language_model
     language_model.requires_grad_(False)
     aligned = [compressor.compression_tokens, *model.decoder.parameters()]
-    report["stages"]["stage 0a"] = align_captions(model, encoded["short"] + encoded["long"], aligned, recipe, rng,
+    report["parts"]["stage 0a"] = align_captions(model, encoded["short"] + encoded["long"], aligned, recipe, rng,
                                                   every)
-    report["stages"]["stage 0"] = train_answers(model, encoded["short"], [{"params": aligned, "lr": recipe.align_lr}],
+    report["parts"]["stage 0"] = train_answers(model, encoded["short"], [{"params": aligned, "lr": recipe.align_lr}],
                                                 recipe.align_steps, recipe, rng, "stage 0", every, truncate=False)
     language_model.requires_grad_(True)
     joint = [{"params": aligned, "lr": recipe.lr},
              {"params": list(language_model.parameters()), "lr": recipe.compressor_lr}]
-    report["stages"]["stage 1"] = train_answers(model, encoded["short"], joint, recipe.joint_steps, recipe, rng,
+    report["parts"]["stage 1"] = train_answers(model, encoded["short"], joint, recipe.joint_steps, recipe, rng,
                                                 "stage 1", every, truncate=True, regulariser=regulariser)
-    report["stages"]["stage 2"] = train_answers(model, encoded["medium"], joint, recipe.longer_steps, recipe, rng,
+    report["parts"]["stage 2"] = train_answers(model, encoded["medium"], joint, recipe.longer_steps, recipe, rng,
                                                 "stage 2", every, truncate=True, regulariser=regulariser)

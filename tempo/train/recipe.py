@@ -49,7 +49,7 @@ class ComposedStage:
 
     number: int
     version: str
-    report_key: str  # the key its phases' growth curve goes under in the stage's report
+    report_key: str  # the key its phases' growth curve goes under among the stage report's parts
     widths: tuple[int, ...]  # segments per composed input, phase by phase
     steps: tuple[int, ...]
     family_weights: tuple[float, ...] | None  # needle, grounding, counting; None draws them evenly

@@ -48,7 +48,7 @@ def tuning_videos(recipe: Recipe) -> list:
 def train_localise_stage(stage: LocaliseStage, recipe: Recipe, state_path: str, out_dir: str, device: torch.device,
                          every: int) -> dict:
     """Tokenizer, base pre-training, then the ranking lists."""
-    report: dict = {"stage": stage.number, "recipe": asdict(recipe), "device": str(device), "stages": {}}
+    report: dict = {"stage": stage.number, "recipe": asdict(recipe), "device": str(device), "parts": {}}
     pre = pretrain(out_dir, recipe, device, every, report)
     model, rng = pre.model, pre.rng
     tuning = data.encode_videos(model.compressor, tuning_videos(recipe), recipe.max_frames, model.geometry, rng)
@@ -56,7 +56,7 @@ def train_localise_stage(stage: LocaliseStage, recipe: Recipe, state_path: str, 
     log.info("localisation after the base stage: %s", report["localisation_after_base"])
     videos = pre.encoded["short"] + pre.encoded["medium"] + pre.encoded["long"]
     model.compressor.vlm.language_model.requires_grad_(True)
-    report["stages"]["localise"] = train_localisation(model, pre.head, videos, stage.steps, stage.lists, stage.lr, rng,
+    report["parts"]["localise"] = train_localisation(model, pre.head, videos, stage.steps, stage.lists, stage.lr, rng,
                                                       every)
     set_relevance_direction(model, pre.head, pre.checkpoint_dir, pre.base_dir)
     report["relevance_after_localise"] = relevance_accuracy(model, pre.encoded["held_out"])
@@ -79,7 +79,7 @@ def train_paper_stage(stage: PaperStage, recipe: Recipe, state_path: str, out_di
                                         recipe.medium_frames if name == "medium" else recipe.max_frames,
                                         model.geometry, rng) for name in ("short", "medium", "long", "held_out")}
     tuning = data.encode_videos(model.compressor, tuning_videos(recipe), recipe.max_frames, model.geometry, rng)
-    report["stages"]["encode"] = {"seconds": round(time.perf_counter() - started, 1)}
+    report["parts"]["encode"] = {"seconds": round(time.perf_counter() - started, 1)}
     report["localisation_before"] = localisation_accuracy(model, tuning)
     log.info("localisation before the paper's stages: %s", report["localisation_before"])
     regulariser = ranking_regulariser(model, model.compressor.relevance_direction,
@@ -116,24 +116,24 @@ def train_composed_stage(stage: ComposedStage, recipe: Recipe, state_path: str, 
         real = build_pool(model, videos["long"] + videos["medium"], rng,
                           first=stage.skip + stage.pool_videos + recipe.pool_held_out, families=(*FAMILIES, "global"),
                           max_frames=recipe.max_frames)
-        report["stages"]["pairs"] = {"seconds": round(time.perf_counter() - started, 1), "real_pairs": len(real),
+        report["parts"]["pairs"] = {"seconds": round(time.perf_counter() - started, 1), "real_pairs": len(real),
                                      "real_segments": sum(len(item.labels) for item in real),
                                      "composed_questions": len(pool.pool)}
-        log.info("real pairs and composed-input pool: %s", report["stages"]["pairs"])
+        log.info("real pairs and composed-input pool: %s", report["parts"]["pairs"])
     else:
-        report["stages"]["pool"] = {"seconds": round(time.perf_counter() - started, 1), "questions": len(pool.pool),
+        report["parts"]["pool"] = {"seconds": round(time.perf_counter() - started, 1), "questions": len(pool.pool),
                                     "held_out_questions": len(held_out.pool)}
-        log.info("composed-input pool: %s", report["stages"]["pool"])
+        log.info("composed-input pool: %s", report["parts"]["pool"])
     decoder_training(model, held_out, recipe, report)
-    report["stages"][stage.report_key] = train_composed(model, pool, stage.widths, stage.steps, 4, stage.lr,
+    report["parts"][stage.report_key] = train_composed(model, pool, stage.widths, stage.steps, 4, stage.lr,
                                                    recipe.copy_ata_share, rng, every, held_out,
                                                    recipe.copy_eval_inputs)
-    log.info("growth curve, %s phases: %s", stage.report_key, report["stages"][stage.report_key]["growth_curve"])
+    log.info("growth curve, %s phases: %s", stage.report_key, report["parts"][stage.report_key]["growth_curve"])
     if stage.real_steps:
-        report["stages"]["real"] = train_composed(model, Mixture(pool, real, stage.real_share), (max(stage.widths),),
+        report["parts"]["real"] = train_composed(model, Mixture(pool, real, stage.real_share), (max(stage.widths),),
                                                   (stage.real_steps,), 4, stage.real_lr, recipe.copy_ata_share, rng,
                                                   every, held_out, recipe.copy_eval_inputs)
-        log.info("growth curve after real pairs: %s", report["stages"]["real"]["growth_curve"])
+        log.info("growth curve after real pairs: %s", report["parts"]["real"]["growth_curve"])
     finish(model, head, tokenizer, stage.number, state_path, out_dir)
     return report
 

@@ -65,7 +65,7 @@ def resume(stage: int, recipe: Recipe, state_path: str, out_dir: str, device: to
     if done != stage - 1:
         raise ValueError(f"stage {stage} continues stage {stage - 1}, but {state_path} holds stage {done}")
     torch.manual_seed(recipe.seed + stage)
-    report: dict = {"stage": stage, "recipe": asdict(recipe), "device": str(device), "stages": {}}
+    report: dict = {"stage": stage, "recipe": asdict(recipe), "device": str(device), "parts": {}}
     return model, head, tokenizer, report, np.random.default_rng([recipe.seed, stage])
 
 

@@ -52,7 +52,7 @@ class Cut:
     end_pts: int  # where the clip ends: the frame after the last, or the last plus one frame's length
     frames: int
     copied: bool
-    seek_pts: int  # the key frame decoding starts from
+    seek_pts: int  # the intra frame decoding starts from
 
 
 def cut_clip(video: str | os.PathLike, start: float, end: float, target: str | os.PathLike,
@@ -94,7 +94,7 @@ def stream_origin(stream: AV) -> int:
 
 
 def plan_cut(source: AV, stream: AV, start: float, end: float, name: str) -> Cut:
-    """Which frames the clip keeps and whether its packets can be copied: when the first kept frame is a key frame
+    """Which frames the clip keeps and whether its packets can be copied: when the first kept frame is an intra frame
     and the packets from it, in decoding order, hold the kept frames and nothing else."""
     base, unit = stream_origin(stream), float(stream.time_base)
     low, high = base + (start - SLACK_S) / unit, base + (end - SLACK_S) / unit
@@ -160,7 +160,7 @@ def shift(packet: AV, origin: int, stream: AV) -> None:
 
 
 def encode_frames(source: AV, stream: AV, audio: AV, output: AV, cut: Cut, limits: Limits) -> int:
-    """The kept frames decoded from the key frame before them and encoded again as H.264 (4:2:0, even sizes), at
+    """The kept frames decoded from the intra frame before them and encoded again as H.264 (4:2:0, even sizes), at
     the source's times."""
     context = stream.codec_context
     width, height = context.width - context.width % 2, context.height - context.height % 2
@@ -193,7 +193,7 @@ def encode_frames(source: AV, stream: AV, audio: AV, output: AV, cut: Cut, limit
 
 
 def frame_at(video: str | os.PathLike, seconds: float, long_edge: int = 640) -> np.ndarray:
-    """The frame shown at `seconds` of `video` (RGB, shrunk to `long_edge`), decoded from the key frame before it."""
+    """The frame shown at `seconds` of `video` (RGB, shrunk to `long_edge`), decoded from the intra frame before it."""
     import av
 
     name = os.path.basename(os.fspath(video))
