@@ -14,7 +14,7 @@ from tempo.analysis import SegmentFrames, most_relevant
 from tempo.events import Finished, Segment
 from tempo.model import TempoModel
 from tempo.moments import Moment
-from tempo.render.progress import RunProgress, Status, key_segments, run_stats
+from tempo.render.progress import RunProgress, Status, headlines, key_segments
 from tempo.render.report import Truth, data_uri
 from tempo.render.text import answer_text, timings_text
 from tempo.render.timeline import point_field, relevance_text
@@ -153,16 +153,8 @@ def status_html(progress: RunProgress, error: str | None = None) -> str:
 
 
 def stats_html(finished: Finished, context_truncated: int) -> str:
-    stats = run_stats(finished)
-    cards = [
-        (f"{stats['segments']:,}",
-         f"segments · {stats['sampled_frames']:,} frames over {clock(stats['duration'])}"),
-        (f"{stats['tokens_used']:,} / {stats['budget']:,}", "memory tokens used / budget"),
-        (f"{stats['tokens_per_frame']:.2f}", "tokens per sampled frame"),
-        (f"{stats['reduction']:.1f}×", f"fewer than all {stats['every_memory_token']:,} memory tokens"),
-    ]
-    body = "".join(f"<div class='card'><div class='value'>{value}</div><div class='label'>{label}</div></div>"
-                   for value, label in cards)
+    body = "".join(f"<div class='card'><div class='value'>{html.escape(row.value)}</div>"
+                   f"<div class='label'>{html.escape(row.label)}</div></div>" for row in headlines(finished))
     body += f"<div class='timings'>{html.escape(timings_text(finished.timings, finished.alongside))}</div>"
     if context_truncated:
         body += (f"<div class='warning'>{context_truncated:,} visual positions were cut to fit the decoder context "

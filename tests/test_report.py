@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 from demo import html
 from tempo.events import AllocationDone, AnswerToken, Finished, Segment, SegmentCompressed, VideoProbed
 from tempo.render import export, timeline
-from tempo.render.progress import RunProgress, key_frames, run_stats
+from tempo.render.progress import RunProgress, headlines, key_frames, run_stats
 from tempo.render.report import Asked, report_section
 from tempo.times import clock
 
@@ -86,12 +87,17 @@ def test_stats_and_key_frames():
     assert len(key_frames(run_of(stream()).segments, count=10)) == 4
 
 
-def test_the_report_and_the_page_call_the_tokens_kept_memory_tokens():
-    """One word per concept (docs/glossary.md): the tokens the decoder read are memory tokens, in both homes."""
-    section = report_section(Asked(run_of(stream())))
-    assert "<tr><th>memory tokens</th><td>84 of a 100 budget</td></tr>" in section
-    cards = html.stats_html(stream()[-1], 0)
-    assert "<div class='value'>84 / 100</div><div class='label'>memory tokens used / budget</div>" in cards
+def test_the_report_and_the_page_show_the_same_headlines():
+    """The run's headline numbers are worded once (`headlines`): each surface shows every one as it is worded there,
+    so renaming a label is a change to one module; the tokens read are memory tokens (docs/glossary.md)."""
+    finished = dataclasses.replace(stream()[-1], history_used=2, history_dropped=1)
+    rows = headlines(finished)
+    assert [row.value for row in rows[:2]] == ["5", "84 / 100"] and "memory tokens" in rows[1].label
+    section = report_section(Asked(run_of(stream()[:-1] + [finished])))
+    cards = html.stats_html(finished, 0)
+    for row in rows:
+        assert f"<tr><th>{row.value}</th><td>{row.label}</td></tr>" in section
+        assert f"<div class='value'>{row.value}</div><div class='label'>{row.label}</div>" in cards
     assert "visual" not in section + cards
 
 

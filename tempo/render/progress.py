@@ -152,6 +152,28 @@ def run_stats(finished: Finished) -> dict[str, float | int]:
     }
 
 
+@dataclass(frozen=True)
+class Headline:
+    """One of a run's headline numbers as people read it: the value, and what it counts."""
+
+    value: str
+    label: str
+
+
+def headlines(finished: Finished) -> list[Headline]:
+    """The run's headline numbers, worded here once for every surface that shows them (the page, the report)."""
+    stats = run_stats(finished)
+    rows = [Headline(f"{stats['segments']:,}",
+                     f"segments · {stats['sampled_frames']:,} frames over {clock(stats['duration'])}"),
+            Headline(f"{stats['tokens_used']:,} / {stats['budget']:,}", "memory tokens used / budget"),
+            Headline(f"{stats['tokens_per_frame']:.2f}", "memory tokens per sampled frame"),
+            Headline(f"{stats['reduction']:.1f}×", f"fewer than all {stats['every_memory_token']:,} memory tokens")]
+    if finished.history_used or finished.history_dropped:
+        left_out = f", {finished.history_dropped} left out" if finished.history_dropped else ""
+        rows.append(Headline(f"{finished.history_used}", f"earlier turns read with the question{left_out}"))
+    return rows
+
+
 def key_segments(segments: Sequence[Segment], count: int = KEY_FRAMES) -> list[Segment]:
     """The `count` segments with a key frame that kept the most tokens, in time order."""
     # Ties (every segment at k_max when compression is off) go to the more relevant, then the earlier segment.

@@ -25,7 +25,7 @@ from plotly.offline import get_plotlyjs
 from ..events import Segment
 from ..times import clock, span
 from .gallery import highlights
-from .progress import RunProgress, key_frames, run_stats
+from .progress import RunProgress, headlines, key_frames
 from .style import FONT, GUIDE, KEPT_RGB, MUTED_TEXT, SQUEEZED_RGB
 from .text import answer_text, timings_text
 from .timeline import timeline_figure
@@ -127,20 +127,12 @@ def report_section(asked: Asked) -> str:
     if finished is None:
         raise ValueError("the run has not finished: there is nothing to report yet")
     truth = asked.truth
-    stats = run_stats(finished)
     figure = asked.figure or timeline_figure(asked.run, truth.evidence if truth else ())
     timeline = pio.to_html(figure, include_plotlyjs=False, full_html=False, config={"displaylogo": False})
     settings = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
                        for k, v in finished.config.summary(finished.budget).items())
-    numbers = [("segments", f"{stats['segments']:,} ({stats['sampled_frames']:,} frames over "
-                            f"{clock(stats['duration'])})"),
-               ("memory tokens", f"{stats['tokens_used']:,} of a {stats['budget']:,} budget"),
-               ("tokens per frame", f"{stats['tokens_per_frame']:.2f}"),
-               ("reduction", f"{stats['reduction']:.1f}x fewer than all memory tokens")]
-    if finished.history_used or finished.history_dropped:
-        left_out = f", {finished.history_dropped} left out" if finished.history_dropped else ""
-        numbers.append(("conversation", f"read with {finished.history_used} earlier turns{left_out}"))
-    numbers_html = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in numbers)
+    numbers_html = "".join(f"<tr><th>{html.escape(row.value)}</th><td>{html.escape(row.label)}</td></tr>"
+                           for row in headlines(finished))
     timings = timings_text(finished.timings, finished.alongside)
     frames = "".join(f"<figure><img src='{data_uri(frame, REPORT_FRAME_EDGE)}' alt='{html.escape(caption)}'>"
                      f"<figcaption>{html.escape(caption)}</figcaption></figure>"
