@@ -92,7 +92,7 @@ def test_charades_lines_score_without_saliency(tmp_path):
     path.write_text("3MSZA 24.3 30.4##person turn a light on.\nAB12C 0.0 6.9##a person is sitting.\n",
                     encoding="utf-8")
     truth = read_annotations(str(path))
-    assert [(a.vid, a.windows, a.query) for a in truth] == [("3MSZA", ((24.3, 30.4),), "person turn a light on."),
+    assert [(a.vid, a.intervals, a.query) for a in truth] == [("3MSZA", ((24.3, 30.4),), "person turn a light on."),
                                                              ("AB12C", ((0.0, 6.9),), "a person is sitting.")]
     guesses = [Prediction(truth[0].qid, ((24.3, 30.4, 1.0),)), Prediction(truth[1].qid, ((3.45, 10.35, 1.0),))]
     scores = metrics.score(guesses, truth)  # the second: 3.45 / 10.35 = 1/3
@@ -142,7 +142,7 @@ def test_the_synthetic_export_holds_the_exact_truth():
     question = Question("interval", "From when to when is the red circle visible?", "From 5 to 8 seconds.",
                         ((5.0, 8.0),))
     record = annotation(question, 7, "synthetic-7", 20.0)
-    assert (record.qid, record.windows, record.clip_ids, record.saliency) == \
+    assert (record.qid, record.intervals, record.clip_ids, record.saliency) == \
         ("7-interval", ((5.0, 8.0),), (2, 3), ((4, 4, 4), (4, 4, 4)))
 
 

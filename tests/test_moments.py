@@ -118,5 +118,5 @@ def test_a_run_with_tempo_tiny_carries_its_moments_and_interval(tiny_model, tmp_
     seen = observe(tiny_model, path, "q", question, RunConfig(), VideoCache())
     assert seen.window == () and len(seen.segments) == len(finished.segments)  # 40 s: no closer window
     rows = predictions(seen)
-    assert rows["relevance"].windows[0][:2] == pytest.approx((finished.moments[0].start, finished.moments[0].end))
+    assert rows["relevance"].intervals[0][:2] == pytest.approx((finished.moments[0].start, finished.moments[0].end))
     assert len(rows["relevance"].saliency or ()) == 20  # one per 2-second clip

@@ -22,7 +22,7 @@ import numpy as np
 
 from tempo.eval.formats import CLIP_SECONDS, Prediction, read_annotations
 from tempo.eval.grounding import load_observations
-from tempo.eval.metrics import MAX_WINDOWS, hit_at_one, score
+from tempo.eval.metrics import MAX_INTERVALS, hit_at_one, score
 from tempo.eval.observe import Observation, clip_saliency
 from tempo.moments import find_moments
 
@@ -150,7 +150,7 @@ def evaluate(rule: Rule, observations: list[Observation], annotations) -> dict:
         predicted = []
         for o in observations:
             whole, window = spans_of(o.segments), spans_of(o.window) if row == "zoom" else []
-            ranked = with_zoom(whole, window, rule)[:MAX_WINDOWS]
+            ranked = with_zoom(whole, window, rule)[:MAX_INTERVALS]
             predicted.append(Prediction(o.qid, tuple(ranked)))  # HIT@1: for the shipped rule only (slow in Python)
         rows[row] = score(predicted, annotations, {o.qid: o.duration for o in observations}).to_dict()
     return rows
@@ -210,7 +210,7 @@ def evaluate_shipped(observations: list[Observation], annotations) -> dict:
         predicted = []
         for o in observations:
             window = o.window if row == "zoom" else ()
-            found = find_moments(o.segments, window, count=MAX_WINDOWS)
+            found = find_moments(o.segments, window, count=MAX_INTERVALS)
             predicted.append(Prediction(o.qid, tuple((m.start, m.end, m.score) for m in found),
                                         clip_saliency(found, o.segments, window, o.duration)))
         rows[row] = score(predicted, annotations, {o.qid: o.duration for o in observations}).to_dict()
@@ -230,7 +230,7 @@ def saliency_readings(observations: list[Observation], annotations) -> dict:
             middles = (np.arange(int(o.duration / CLIP_SECONDS)) + 0.5) * CLIP_SECONDS
             holder = [min(points, key=lambda s: max(s.start - t, 0.0, t - s.end)).relevance for t in middles]
             linear = np.interp(middles, [(s.start + s.end) / 2 for s in points], [s.relevance for s in points])
-            shipped = clip_saliency(find_moments(o.segments, window, count=MAX_WINDOWS), o.segments, window,
+            shipped = clip_saliency(find_moments(o.segments, window, count=MAX_INTERVALS), o.segments, window,
                                     o.duration)
             for name, saliency in (("segment", holder), ("linear", list(linear)), ("moments first", shipped)):
                 hits.setdefault(name, {}).setdefault(row, []).append(

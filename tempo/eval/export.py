@@ -38,7 +38,7 @@ def clip_saliency(evidence: tuple[tuple[float, float], ...], duration: float) ->
 
 
 def annotation(question: Question, seed: int, vid: str, duration: float) -> Annotation:
-    """One question as a benchmark's record: its text as the query, its evidence as the relevant windows."""
+    """One question as a benchmark's record: its text as the query, its evidence as the relevant intervals."""
     clips = clip_saliency(question.evidence, duration)
     return Annotation(f"{seed}-{question.family}", question.text, vid,
                       tuple((round(s, 2), round(e, 2)) for s, e in question.evidence), round(duration, 2),

@@ -16,13 +16,13 @@ SALIENCY_MAX = 4  # each annotator scores a clip 0 (very bad) to 4 (very good)
 
 @dataclass(frozen=True)
 class Annotation:
-    """One query about one video and its truth: the relevant windows (seconds), and where annotated (QVHighlights)
-    the relevant clips' saliency, one score per annotator."""
+    """One query about one video and its truth: the relevant intervals (seconds; QVHighlights' `relevant_windows`),
+    and where annotated the relevant clips' saliency, one score per annotator."""
 
     qid: str
     query: str
     vid: str
-    windows: tuple[tuple[float, float], ...]
+    intervals: tuple[tuple[float, float], ...]
     duration: float | None = None  # Charades-STA's lines carry none: it is read from the video
     clip_ids: tuple[int, ...] = ()
     saliency: tuple[tuple[int, ...], ...] = ()  # per clip in clip_ids
@@ -39,11 +39,11 @@ class Annotation:
 
 @dataclass(frozen=True)
 class Prediction:
-    """What a method returns for one query: ranked windows (start, end, score), best first, and optionally a
+    """What a method returns for one query: ranked intervals (start, end, score), best first, and optionally a
     saliency score per 2-second clip."""
 
     qid: str
-    windows: tuple[tuple[float, float, float], ...]
+    intervals: tuple[tuple[float, float, float], ...]
     saliency: tuple[float, ...] | None = None
 
 
@@ -90,17 +90,17 @@ def write_qvhighlights(annotations: Iterable[Annotation], path: str) -> None:
     with open(path, "w", encoding="utf-8") as f:
         for a in annotations:
             record: dict = {"qid": a.qid, "query": a.query, "duration": a.duration, "vid": a.vid,
-                            "relevant_windows": [list(w) for w in a.windows]}
+                            "relevant_windows": [list(w) for w in a.intervals]}
             if a.clip_ids:
                 record |= {"relevant_clip_ids": list(a.clip_ids), "saliency_scores": [list(s) for s in a.saliency]}
             f.write(json.dumps(record) + "\n")
 
 
 def write_charades(annotations: Iterable[Annotation], path: str) -> None:
-    """Annotations as Charades-STA's lines, one per window (its format has one window a line)."""
+    """Annotations as Charades-STA's lines, one per interval (its format has one a line)."""
     with open(path, "w", encoding="utf-8") as f:
         for a in annotations:
-            for start, end in a.windows:
+            for start, end in a.intervals:
                 f.write(f"{a.vid} {start:.2f} {end:.2f}##{a.query}\n")
 
 
@@ -129,7 +129,7 @@ def write_predictions(predictions: Sequence[Prediction], path: str) -> None:
     """Predictions as a QVHighlights submission file, which the benchmark's own evaluation also reads."""
     with open(path, "w", encoding="utf-8") as f:
         for p in predictions:
-            record: dict = {"qid": p.qid, "pred_relevant_windows": [[round(v, 4) for v in w] for w in p.windows]}
+            record: dict = {"qid": p.qid, "pred_relevant_windows": [[round(v, 4) for v in w] for w in p.intervals]}
             if p.saliency is not None:
                 record["pred_saliency_scores"] = [round(s, 6) for s in p.saliency]
             f.write(json.dumps(record) + "\n")

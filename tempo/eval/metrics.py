@@ -1,11 +1,11 @@
 """The temporal-grounding metrics as QVHighlights' and Charades-STA's papers compute them: recall at one (R1@t),
-mean IoU of the top window, mean average precision over IoU thresholds (mAP@t), and HIT@1 on saliency.
+mean IoU of the top interval, mean average precision over IoU thresholds (mAP@t), and HIT@1 on saliency.
 
-R1@t and mIoU take the top-ranked window against the truth window it overlaps most. mAP@t is, for each query, the
-area under the interpolated precision-recall curve of its (at most 10) ranked windows, a window being a true
-positive when it reaches IoU t with a truth window not matched by a higher-ranked one; then the mean over
-queries. HIT@1 asks whether the clip with the highest predicted saliency is one an annotator scored "very good"
-(4 of 4), taking the best of the annotators, averaged over queries."""
+R1@t and mIoU take the top-ranked interval against the true interval it overlaps most (the benchmarks call both
+"windows"). mAP@t is, for each query, the area under the interpolated precision-recall curve of its (at most 10)
+ranked intervals, one being a true positive when it reaches IoU t with a true interval not matched by a
+higher-ranked one; then the mean over queries. HIT@1 asks whether the clip with the highest predicted saliency is
+one an annotator scored "very good" (4 of 4), taking the best of the annotators, averaged over queries."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from .formats import CLIP_SECONDS, SALIENCY_MAX, Annotation, Prediction
 
 RECALL_IOUS = (0.3, 0.5, 0.7)
 AP_IOUS = (0.5, 0.75)
-MAX_WINDOWS = 10  # QVHighlights ranks at most this many windows per query
+MAX_INTERVALS = 10  # QVHighlights ranks at most this many intervals per query
 
 
 @dataclass(frozen=True)
@@ -40,26 +40,26 @@ class Scores:
                 "queries": self.queries}
 
 
-def best_iou(window: tuple[float, float], truths: Sequence[tuple[float, float]]) -> float:
-    """IoU of `window` with the truth window it overlaps most (0 when there is none)."""
-    return max((temporal_iou(window, truth) for truth in truths), default=0.0)
+def best_iou(interval: tuple[float, float], truths: Sequence[tuple[float, float]]) -> float:
+    """IoU of `interval` with the true interval it overlaps most (0 when there is none)."""
+    return max((temporal_iou(interval, truth) for truth in truths), default=0.0)
 
 
 def top_iou(prediction: Prediction, annotation: Annotation) -> float:
-    """IoU of the top-ranked window with the truth; 0 when nothing was predicted."""
-    if not prediction.windows:
+    """IoU of the top-ranked interval with the truth; 0 when nothing was predicted."""
+    if not prediction.intervals:
         return 0.0
-    start, end, _ = prediction.windows[0]
-    return best_iou((start, end), annotation.windows)
+    start, end, _ = prediction.intervals[0]
+    return best_iou((start, end), annotation.intervals)
 
 
-def average_precision(windows: Sequence[tuple[float, float, float]], truths: Sequence[tuple[float, float]],
+def average_precision(intervals: Sequence[tuple[float, float, float]], truths: Sequence[tuple[float, float]],
                       threshold: float) -> float:
-    """One query's average precision at IoU `threshold`: windows ranked by score (stable for ties), each matched
-    to the unmatched truth window it overlaps most, precision made non-increasing, summed over the recall steps."""
-    if not truths or not windows:
+    """One query's average precision at IoU `threshold`: intervals ranked by score (stable for ties), each matched
+    to the unmatched true interval it overlaps most, precision made non-increasing, summed over the recall steps."""
+    if not truths or not intervals:
         return 0.0
-    ranked = sorted(windows[:MAX_WINDOWS], key=lambda w: -w[2])  # the first ten as submitted, as QVHighlights
+    ranked = sorted(intervals[:MAX_INTERVALS], key=lambda w: -w[2])  # the first ten as submitted, as QVHighlights
     matched: set[int] = set()
     hits = []
     for start, end, _ in ranked:
@@ -105,7 +105,7 @@ def score(predictions: Sequence[Prediction], annotations: Sequence[Annotation],
         raise ValueError("no annotations to score")
     ious = [top_iou(by_qid[a.qid], a) for a in annotations]
     recall = {t: float(np.mean([iou >= t for iou in ious])) for t in RECALL_IOUS}
-    precision = {t: float(np.mean([average_precision(by_qid[a.qid].windows, a.windows, t) for a in annotations]))
+    precision = {t: float(np.mean([average_precision(by_qid[a.qid].intervals, a.intervals, t) for a in annotations]))
                  for t in AP_IOUS}
     hits = []
     for a in annotations:

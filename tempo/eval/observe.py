@@ -15,7 +15,7 @@ from ..events import Compression, Segment
 from ..model import TempoModel
 from ..moments import Moment, answer_interval, asks_interval, find_moments
 from .formats import CLIP_SECONDS, Prediction
-from .metrics import MAX_WINDOWS
+from .metrics import MAX_INTERVALS
 
 ROWS = ("relevance", "zoom", "answer")  # the table's rows, in order
 ROW_NAMES = {"relevance": "relevance alone (compressor only)", "zoom": "relevance with zoom",
@@ -104,8 +104,8 @@ def predictions(observation: Observation) -> dict[str, Prediction]:
     """The observation as each row's prediction: ranked moments (without and with zoom's window) with clip
     saliency, and the decoder's interval (nothing when its answer names no interval)."""
     o = observation
-    ranked = {"relevance": find_moments(o.segments, count=MAX_WINDOWS),
-              "zoom": find_moments(o.segments, o.window, count=MAX_WINDOWS)}
+    ranked = {"relevance": find_moments(o.segments, count=MAX_INTERVALS),
+              "zoom": find_moments(o.segments, o.window, count=MAX_INTERVALS)}
     rows = {row: Prediction(o.qid, tuple((m.start, m.end, m.score) for m in moments),
                             clip_saliency(moments, o.segments, o.window if row == "zoom" else (), o.duration))
             for row, moments in ranked.items()}
