@@ -1,5 +1,6 @@
 """Composed decoder inputs: the question's own segments among quiet ones of other videos, with fresh time tags."""
 
+import signal
 from collections import Counter
 
 import numpy as np
@@ -83,3 +84,22 @@ def test_stage_four_mixes_whole_videos_with_fresh_tags_and_composed_inputs(compo
     assert len({example.tag_times[0] for example in grounding}) > 5  # fresh tags each time
     assert all(example.answer == f"At {example.tag_times[5]:.1f} seconds." for example in grounding)
     assert all(Mixture(composer, real, 0.0).sample(4, rng).memories[0, 1, 0] < 20 for _ in range(50))
+
+
+def test_a_pool_of_one_video_refuses_an_input_wider_than_it_instead_of_drawing_forever():
+    """A trial at 1/100 scale pooled one video: composing past its length looped for an hour, looking for quiet
+    segments of another video."""
+    alone = Composer([item(0, "needle", 10, 6, {6, 7}, 0.0), item(0, "grounding", 10, 6, {6, 7}, 0.0)])
+    rng = np.random.default_rng(0)
+    assert len(alone.sample(10, rng).memories) == 10  # as wide as the video: nothing else needed
+    def hung(signum, frame):
+        raise AssertionError("still drawing quiet segments after 60 s: the pool's single video was not refused")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)  # a regression would loop for ever: fail it instead of hanging the suite
+    try:
+        with pytest.raises(ValueError, match="needs 6 quiet segments of other videos"):
+            alone.sample(16, rng)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

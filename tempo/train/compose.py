@@ -90,6 +90,7 @@ class Composer:
                  families: tuple[str, ...] = FAMILIES):
         self.pool = pool
         self.quiet = [(p, i) for p, item in enumerate(pool) for i, label in enumerate(item.labels) if not label]
+        self.quiet_videos = {pool[p].video for p, _ in self.quiet}
         self.families = families
         self.by_family = {family: [p for p, item in enumerate(pool) if item.family == family] for family in families}
         self.weights = weights
@@ -118,6 +119,9 @@ class Composer:
             before = int(rng.integers(0, width - n + 1))
             after = width - n - before
         extra = before + after
+        if extra and self.quiet_videos <= {item.video}:
+            raise ValueError(f"An input of {width} segments needs {extra} quiet segments of other videos, and this "
+                             f"pool has none besides video {item.video}'s: pool more videos.")
         drawn: np.ndarray | list[int] = rng.choice(len(self.quiet), size=extra,
                                                    replace=extra > len(self.quiet)) if extra else []
         quiet = [self.quiet[int(j)] for j in drawn if self.pool[self.quiet[int(j)][0]].video != item.video]
