@@ -5,6 +5,7 @@ import dataclasses
 import json
 import os
 
+import numpy as np
 import pytest
 import torch
 
@@ -12,7 +13,7 @@ import tempo
 from tempo.train.grow import decoder_size, widened
 from tempo.train.recipe import BlendStage, DecoderSize, Recipe
 from tempo.train.staged import run_stage
-from tempo.train.state import load_state
+from tempo.train.state import cached_pools, load_state
 from tests.conftest import ROOT
 
 V5_STATE = ROOT / "experiments" / "tiny-v5" / "stage.safetensors"
@@ -93,3 +94,27 @@ def test_stage_12_goes_on_from_v5_s_state_file_with_a_wider_decoder(tmp_path):
     assert list(training_log["stages"]) == [str(n) for n in range(1, 13)]  # v5's logs came with its state
     model = tempo.from_pretrained(str(tmp_path / "twelve"), device="cpu")
     assert model.decoder.lm.config.hidden_size == size.width and model.spec.repetition_guard
+
+
+def test_a_stage_s_pools_are_built_once_and_read_back_with_the_random_streams_after_them(tmp_path):
+    path, key = str(tmp_path / "stage-12-pools.pt"), {"stage": 12, "compressor": "abc"}
+    calls = []
+
+    def build(rng):
+        calls.append(1)
+        return {"items": rng.integers(0, 1000, 5).tolist(), "noise": torch.rand(3)}
+
+    first_rng = np.random.default_rng(7)
+    torch.manual_seed(0)
+    built = cached_pools(path, key, lambda: build(first_rng), first_rng)
+    after_building = (first_rng.integers(0, 1000, 3).tolist(), torch.rand(2))
+    second_rng = np.random.default_rng(7)
+    torch.manual_seed(0)
+    read = cached_pools(path, key, lambda: build(second_rng), second_rng)
+    assert len(calls) == 1 and read["items"] == built["items"] and torch.equal(read["noise"], built["noise"])
+    # training goes on from the same draws as it did after building them
+    assert second_rng.integers(0, 1000, 3).tolist() == after_building[0]
+    assert torch.equal(torch.rand(2), after_building[1])
+    other = cached_pools(path, {**key, "compressor": "def"}, lambda: build(np.random.default_rng(8)),
+                         np.random.default_rng(8))
+    assert len(calls) == 2 and other["items"] != built["items"]

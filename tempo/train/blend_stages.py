@@ -8,7 +8,9 @@ order questions as own-video inputs of long and short videos, each stage in the 
 from __future__ import annotations
 
 import logging
+import os
 import time
+from dataclasses import asdict
 
 import numpy as np
 import torch
@@ -18,7 +20,7 @@ from ..synthetic import TEMPORAL_FAMILIES, SyntheticVideo, generate_video
 from .compose import FAMILIES, Composer, PoolItem, Sampler, copy_accuracy, train_composed
 from .compose_long import Blend, GlobalComposer, OwnVideo, VideoTags, build_long_pool
 from .recipe import TRAINING_SEEDS, BlendStage, Recipe
-from .state import finish, resume, short_pools
+from .state import cached_pools, compressor_digest, finish, resume, short_pools
 
 log = logging.getLogger(__name__)
 LONG_SEEDS = 4_000  # offset of the blend stages' 1-60 min training videos in a recipe's seed block ...
@@ -105,7 +107,10 @@ def train_blend_stage(stage: BlendStage, recipe: Recipe, state_path: str, out_di
     report["decoder_layers"] = len(model.decoder.lm.model.layers)
     report["decoder_width"] = model.decoder.lm.config.hidden_size
     started = time.perf_counter()
-    blend, held_out = blend_pools(model, recipe, stage, rng)
+    pools_path = os.path.join(os.path.dirname(os.path.abspath(state_path)), f"stage-{stage.number}-pools.pt")
+    blend, held_out = cached_pools(pools_path, {"recipe": asdict(recipe), "stage": asdict(stage),
+                                                "compressor": compressor_digest(model)},
+                                   lambda: blend_pools(model, recipe, stage, rng), rng)
     report["parts"]["pools"] = {"seconds": round(time.perf_counter() - started, 1),
                                  "own_video_questions": len(blend.samplers[0].pool),
                                  "global_videos": len(blend.samplers[1].pool),

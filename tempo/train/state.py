@@ -3,8 +3,12 @@ number in its header), resuming from it with the stage's own random streams, and
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
+from collections.abc import Callable
 from dataclasses import asdict
+from typing import Any
 
 import numpy as np
 import torch
@@ -21,6 +25,7 @@ from .grow import decoder_size, grown, widened
 from .recipe import TRAINING_SEEDS, DecoderSize, Recipe
 from .tiny import write_skeleton
 
+log = logging.getLogger(__name__)
 STATE_FILE = "stage.safetensors"
 HEAD_KEY = "base_lm_head.weight"  # the base Qwen3-VL's LM head: it is not part of the Tempo checkpoint
 
@@ -95,3 +100,31 @@ def composed_pools(model: TempoModel, recipe: Recipe, videos: int, rng: np.rando
     the held-out ones the growth curve is read on (families drawn uniformly)."""
     pool, held_out = short_pools(model, recipe, videos, rng, skip)
     return Composer(pool, weights), Composer(held_out)
+
+
+def cached_pools(path: str, key: dict, build: Callable[[], Any], rng: np.random.Generator) -> Any:
+    """`build()`'s pools, saved to `path` the first time and read back after, with the random streams as they stood
+    after building them, so that a stage run again (or cut off and rerun) trains on the same inputs without
+    compressing its videos again. A file saved under another `key` (recipe, stage, compressor) is built anew."""
+    if os.path.isfile(path):
+        saved = torch.load(path, weights_only=False)
+        if saved["key"] == key:
+            rng.bit_generator.state = saved["rng"]
+            torch.set_rng_state(saved["torch_rng"])
+            log.info("pools read from %s", path)
+            return saved["pools"]
+        log.info("pools in %s were built for another recipe or stage; building them again", path)
+    pools = build()
+    torch.save({"key": key, "pools": pools, "rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state()},
+               path + ".partial")
+    os.replace(path + ".partial", path)
+    return pools
+
+
+def compressor_digest(model: TempoModel) -> str:
+    """A digest of the compressor's weights: the pools a stage builds are its memories."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.compressor.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().float().numpy().tobytes())
+    return digest.hexdigest()
