@@ -109,9 +109,8 @@ Stage = LocaliseStage | PaperStage | ComposedStage | BlendStage
 BLEND_FAMILIES = (1.0, 2.0, 1.0)
 TEMPORAL_WEIGHTS = (2.0, 1.0)
 
-# The decoder v6 grows v5's into, as the sizing sweep picks it (experiments/tiny-v6/README.md): the candidate there
-# that this names until the sweep's report replaces it.
-V6_DECODER = DecoderSize(layers=3, width=160, heads=6, kv_heads=3, mlp_width=512)
+# The decoder v6 grows v5's into: the sizing sweep's pick (experiments/tiny-v6/README.md, sweep/sizing-sweep.json).
+V6_DECODER = DecoderSize(layers=5, width=128, heads=4, kv_heads=2, mlp_width=384)
 
 STAGES: tuple[Stage, ...] = (
     LocaliseStage(1, "v3", steps=2400, lists=4, lr=5e-4),
