@@ -26,6 +26,7 @@ pytestmark = pytest.mark.slow
 FROZEN = json.loads((ROOT / "tests" / "fixtures" / "synthetic" / "v4.json").read_text())
 STAGE_SETTINGS = json.loads((ROOT / "tests" / "fixtures" / "train" / "stage-settings.json").read_text())
 OLD = ("needle", "grounding", "counting")
+V6_FIELDS = ("decoder", "counting_pool_share", "temporal_weights")  # blend stage settings v6 added, unset before
 
 
 def digest(value: object) -> str:
@@ -62,7 +63,7 @@ def sampler_fingerprints() -> dict[str, str]:
 def record_settings(recipe: Recipe, stage: Stage) -> dict:
     """A stage record's settings as the frozen table names them, with what the blend stages derive from them."""
     settings = {name: value for name, value in dataclasses.asdict(stage).items()
-                if name not in ("number", "version", "slot", "decoder")}  # the slot: as the seeds it gives
+                if name not in ("number", "version", "slot", *V6_FIELDS)}  # the slot: as the seeds it gives
     if isinstance(stage, BlendStage):
         settings["long_videos"], settings["short_videos"] = pool_sizes(recipe, stage)
         settings["long_seeds"], settings["short_skip"] = seed_offsets(recipe, stage.slot)
@@ -81,7 +82,8 @@ def test_the_stage_records_give_stages_1_to_11_their_settings_as_before(factor):
     for number, settings in frozen["stages"].items():
         stage = recipe.stage(int(number))
         assert record_settings(recipe, stage) == settings, number
-        assert not isinstance(stage, BlendStage) or stage.decoder is None
+        assert not isinstance(stage, BlendStage) or all(getattr(stage, name) == field.default for name, field in
+                                                        BlendStage.__dataclass_fields__.items() if name in V6_FIELDS)
 
 
 def test_every_blend_stage_lines_its_settings_up():
@@ -92,6 +94,7 @@ def test_every_blend_stage_lines_its_settings_up():
     assert [stage.number for stage in recipe.stages] == sorted({stage.number for stage in recipe.stages})
     for stage in blend:
         assert len(stage.widths) == len(stage.steps) and abs(sum(stage.weights) - 1) < 1e-9, stage.number
+        assert stage.pool_share + stage.counting_pool_share <= 1, stage.number  # within its slot's videos
     assert len({stage.slot for stage in blend}) == len(blend)
 
 

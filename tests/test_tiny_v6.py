@@ -1,20 +1,28 @@
 """Tempo-Tiny v6: v5's decoder grown wider (and deeper) answers exactly as before, stays within the size limit, and
-stage 12 goes on from v5's state file with it."""
+stage 12 goes on from v5's state file with it; a stage's pools are saved once; stage 13 pools counting alone from the
+rest of its slot."""
 
 import dataclasses
 import json
 import os
+import signal
 
 import numpy as np
 import pytest
 import torch
 
 import tempo
+from tempo.synthetic import generate_video
+from tempo.train import blend_stages, compose_long, state
+from tempo.train.blend_stages import blend_pools, pool_sizes
+from tempo.train.compose import FAMILIES
+from tempo.train.compose_long import OwnVideo, kept_segments
 from tempo.train.grow import decoder_size, widened
-from tempo.train.recipe import BlendStage, DecoderSize, Recipe
+from tempo.train.recipe import V6_DECODER, BlendStage, DecoderSize, Recipe
 from tempo.train.staged import run_stage
 from tempo.train.state import cached_pools, load_state
 from tests.conftest import ROOT
+from tests.test_tiny_v4 import pool_without_compression
 
 V5_STATE = ROOT / "experiments" / "tiny-v5" / "stage.safetensors"
 SIZES = (DecoderSize(layers=3, width=160, heads=6, kv_heads=3, mlp_width=512),
@@ -79,7 +87,7 @@ def test_stage_12_grows_v5_s_decoder_to_the_recipe_s_size_within_the_limit():
 
 
 @pytest.mark.slow
-def test_stage_12_goes_on_from_v5_s_state_file_with_a_wider_decoder(tmp_path):
+def test_stage_12_goes_on_from_v5_s_state_file_with_its_grown_decoder(tmp_path):
     recipe = dataclasses.replace(Recipe(seed=5).scaled(0.001), blend_max_duration=60.0)
     state = str(tmp_path / "v6" / "stage.safetensors")
     report = run_stage(12, recipe, state, str(tmp_path / "twelve"), torch.device("cpu"), 50, source=str(V5_STATE))
@@ -118,3 +126,56 @@ def test_a_stage_s_pools_are_built_once_and_read_back_with_the_random_streams_af
     other = cached_pools(path, {**key, "compressor": "def"}, lambda: build(np.random.default_rng(8)),
                          np.random.default_rng(8))
     assert len(calls) == 2 and other["items"] != built["items"]
+
+
+def test_stage_13_pools_counting_alone_from_the_rest_of_its_slot_and_changes_no_other_pool(monkeypatch):
+    recipe = dataclasses.replace(Recipe().scaled(0.02), blend_max_duration=90.0)
+    stage = recipe.stage(13)
+    assert isinstance(stage, BlendStage) and stage.counting_pool_share > 0
+    assert stage.layers == V6_DECODER.layers  # it continues stage 12's grown decoder, which must not shrink
+    calls: list[tuple[tuple[str, ...], list[int]]] = []
+
+    def without_compression(model, videos, rng, first=0, families=FAMILIES, max_frames=1024):
+        calls.append((tuple(families), [video.seed for video in videos]))
+        items = pool_without_compression(videos, families)
+        return [items[i] for i in rng.permutation(len(items))]  # the order says where the stage's stream stood
+
+    for module in (compose_long, state, blend_stages):
+        monkeypatch.setattr(module, "build_pool", without_compression)
+    blend, _ = blend_pools(None, recipe, stage, np.random.default_rng(0))
+    counting_seeds = [seeds for families, seeds in calls if families == ("counting",)]
+    assert len(counting_seeds) == 1 and len(counting_seeds[0]) == sum(
+        pool_sizes(recipe, stage, stage.counting_pool_share))
+    other_seeds = {seed for families, seeds in calls if families != ("counting",) for seed in seeds}
+    assert not other_seeds & set(counting_seeds[0])  # fresh videos: the rest of the stage's slot
+    counting = blend.samplers[-1]
+    assert {item.family for item in counting.pool} == {"counting"} and len(blend.samplers) == len(stage.weights)
+    calls.clear()
+    alone, _ = blend_pools(None, recipe, dataclasses.replace(stage, counting_pool_share=0.0,
+                                                             weights=stage.weights[:-1]), np.random.default_rng(0))
+    def questions(blend) -> list[list[tuple]]:
+        items = [[getattr(i, "item", i) for i in sampler.pool] for sampler in blend.samplers]  # global: GlobalItem
+        return [[(i.video, i.question, i.answer, i.labels) for i in pool] for pool in items]
+
+    assert questions(alone) == questions(blend)[:-1]
+
+
+def test_an_own_video_sampler_refuses_a_width_no_question_fits_instead_of_drawing_for_ever():
+    videos = [generate_video(1_004_840 + i, min_duration=300, max_duration=600) for i in range(3)]
+    pool = [item for item in pool_without_compression(videos, ("counting",)) if sum(item.labels) >= 3]
+    narrowest = min(len(kept_segments(item)) for item in pool)
+    assert narrowest < min(len(item.labels) for item in pool)
+    sampler = OwnVideo(pool, families=("counting",))
+    assert sampler.sample(narrowest, np.random.default_rng(0)).family == "counting"
+
+    def hung(signum, frame):
+        raise AssertionError("still drawing after 60 s: the width no question fits was not refused")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)  # a regression would loop for ever: fail it instead of hanging the suite
+    try:
+        with pytest.raises(ValueError, match=f"within {narrowest - 1} segments"):
+            sampler.sample(narrowest - 1, np.random.default_rng(0))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

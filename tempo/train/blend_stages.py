@@ -17,10 +17,10 @@ import torch
 
 from ..model import TempoModel
 from ..synthetic import TEMPORAL_FAMILIES, SyntheticVideo, generate_video
-from .compose import FAMILIES, Composer, PoolItem, Sampler, copy_accuracy, train_composed
+from .compose import FAMILIES, Composer, PoolItem, Sampler, build_pool, copy_accuracy, train_composed
 from .compose_long import Blend, GlobalComposer, OwnVideo, VideoTags, build_long_pool
 from .recipe import TRAINING_SEEDS, BlendStage, Recipe
-from .state import cached_pools, compressor_digest, finish, resume, short_pools
+from .state import cached_pools, compressor_digest, finish, resume, short_pools, short_training_videos
 
 log = logging.getLogger(__name__)
 LONG_SEEDS = 4_000  # offset of the blend stages' 1-60 min training videos in a recipe's seed block ...
@@ -40,10 +40,21 @@ def seed_offsets(recipe: Recipe, slot: int) -> tuple[int, int]:
     return LONG_SEEDS + slot * recipe.blend_videos, short
 
 
-def pool_sizes(recipe: Recipe, stage: BlendStage) -> tuple[int, int]:
-    """How many fresh 1-60 minute and short videos a blend stage pools."""
-    return (max(1, round(stage.pool_share * recipe.blend_videos)),
-            max(1, round(stage.pool_share * recipe.blend_short_videos)))
+def pool_sizes(recipe: Recipe, stage: BlendStage, share: float | None = None) -> tuple[int, int]:
+    """How many fresh 1-60 minute and short videos a blend stage pools (with `share`, that share of a slot)."""
+    share = stage.pool_share if share is None else share
+    return max(1, round(share * recipe.blend_videos)), max(1, round(share * recipe.blend_short_videos))
+
+
+def counting_pool(model: TempoModel, recipe: Recipe, stage: BlendStage, rng: np.random.Generator) -> list[PoolItem]:
+    """Counting questions alone about the slot's videos after the stage's blend pools: one question, so one
+    compression, per video, and every occurrence kept in each input (`kept_segments`)."""
+    n_long, n_short = pool_sizes(recipe, stage, stage.counting_pool_share)
+    skip_long, skip_short = pool_sizes(recipe, stage)
+    long_offset, short_skip = seed_offsets(recipe, stage.slot)
+    videos = long_videos(recipe, long_offset + skip_long, n_long) + \
+        short_training_videos(recipe, short_skip + skip_short, n_short)
+    return build_pool(model, videos, rng, families=("counting",))
 
 
 def long_videos(recipe: Recipe, offset: int, count: int) -> list[SyntheticVideo]:
@@ -70,11 +81,14 @@ def blend_pools(model: TempoModel, recipe: Recipe, stage: BlendStage,
     samplers: list[Sampler] = [OwnVideo(own, recipe.blend_family_weights), GlobalComposer(global_items),
                                Composer(short, recipe.blend_family_weights)]
     weights = stage.weights
-    if len(weights) - len(samplers) - 2 * temporal == 1:  # the short videos whole at W >= their length
+    counting = stage.counting_pool_share > 0
+    if len(weights) - len(samplers) - 2 * temporal - counting == 1:  # the short videos whole at W >= their length
         samplers.append(OwnVideo(short, recipe.blend_family_weights))
     if temporal:
-        samplers += [OwnVideo(pool, recipe.blend_temporal_weights, TEMPORAL_FAMILIES)
+        samplers += [OwnVideo(pool, stage.temporal_weights or recipe.blend_temporal_weights, TEMPORAL_FAMILIES)
                      for pool in (own_temporal, short_temporal)]
+    if counting:  # pooled last, so that the other pools draw as they would without it
+        samplers.append(OwnVideo(counting_pool(model, recipe, stage, rng), families=("counting",)))
     if len(weights) != len(samplers):
         raise ValueError(f"stage {stage.number} has {len(samplers)} samplers but {len(weights)} blend weights")
     held_out: dict[str, Sampler] = {"own video": OwnVideo(held_own), "global": GlobalComposer(held_global),

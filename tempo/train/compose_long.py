@@ -11,6 +11,7 @@ sampler's inputs as a whole video's own would be.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, replace
 
@@ -21,6 +22,7 @@ from ..synthetic import KINDS, TEMPORAL_FAMILIES, SyntheticVideo
 from . import data
 from .compose import FAMILIES, Composed, Composer, PoolItem, Sampler, build_pool, tag_answer, tagged
 
+MISSES = 1_000  # draws that fit no input before an own-video sampler checks that any question can
 NEIGHBOURS = 2  # segments either side of the evidence an own-video input always keeps: its look-alikes
 GLOBAL_MARGIN = 1.5  # a global input's answer shows this many times as often as the next kind, or it is redrawn
 GLOBAL_VIDEOS = (1, 3)  # videos a global input is made of, at least and at most
@@ -78,16 +80,26 @@ def kept_segments(item: PoolItem) -> set[int]:
     return kept
 
 
+def fits(item: PoolItem, width: int) -> bool:
+    """Whether an own-video input of `width` segments holds what `item` must keep (counting: every occurrence)."""
+    return len(kept_segments(item)) <= width or width >= len(item.labels)
+
+
 class OwnVideo(Composer):
     """Own-video inputs of W segments: `kept_segments` and quiet segments of the same video drawn at random, in the
     video's order; at W >= the video's length, the whole video. Families as `Composer` draws them."""
 
     def sample(self, width: int, rng: np.random.Generator) -> Composed:
-        while True:
+        for attempt in itertools.count():
             family = self.draw_family(rng)
             item = self.pool[self.by_family[family][int(rng.integers(len(self.by_family[family])))]]
-            if len(kept_segments(item)) <= width or width >= len(item.labels):  # counting: every occurrence fits
+            if fits(item, width):
                 return self.compose(item, width, rng)
+            if attempt == MISSES and not any(fits(other, width) for other in self.pool
+                                             if other.family in self.families):
+                raise ValueError(f"No question in this pool keeps its evidence within {width} segments "
+                                 f"(`kept_segments`): start its stage at a wider input or pool shorter videos.")
+        raise AssertionError("unreachable")
 
     def compose(self, item: PoolItem, width: int, rng: np.random.Generator) -> Composed:
         n = len(item.labels)

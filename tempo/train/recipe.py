@@ -83,7 +83,8 @@ class DecoderSize:
 class BlendStage:
     """The decoder alone on a blend of samplers over fresh 1-60 minute and short videos (`blend_stages`), one phase
     per width. `weights` give own-video, global and other-video inputs, then (when there is one more) short
-    own-video inputs, then (with `temporal`) interval and order own-video inputs of long and of short videos."""
+    own-video inputs, then (with `temporal`) interval and order own-video inputs of long and of short videos, then
+    (with `counting_pool_share`) counting own-video inputs of videos pooled for counting alone."""
 
     number: int
     version: str
@@ -97,6 +98,8 @@ class BlendStage:
     pool_share: float  # of the recipe's blend_videos and blend_short_videos
     slot: int  # which stage-wide block of fresh videos it pools (`blend_stages.seed_offsets`)
     decoder: DecoderSize | None = None  # the decoder grown to this size first (width, heads, MLP and layers)
+    counting_pool_share: float = 0.0  # of the slot's videos after `pool_share`, pooled for counting questions alone
+    temporal_weights: tuple[float, ...] | None = None  # interval : order; None: the recipe's
 
     def scaled(self, factor: float) -> BlendStage:
         return replace(self, steps=tuple(scaled_count(s, factor) for s in self.steps))
@@ -138,6 +141,9 @@ STAGES: tuple[Stage, ...] = (
     BlendStage(12, "v6", weights=(0.25, 0.1, 0.1, 0.1, 0.25, 0.2), video_tags=0.5, temporal=True,
                widths=(16, 32, 64, 128), steps=(1500, 1500, 1500, 1000), lr=1e-3, layers=3, pool_share=0.75,
                slot=6, decoder=V6_DECODER),
+    BlendStage(13, "v6", weights=(0.2, 0.1, 0.05, 0.05, 0.2, 0.2, 0.2), video_tags=0.5, temporal=True,
+               widths=(8, 16, 32, 64, 128), steps=(800, 1000, 1200, 1200, 800), lr=1e-3, layers=V6_DECODER.layers,
+               pool_share=0.5, slot=7, counting_pool_share=0.5, temporal_weights=(1.0, 1.0)),
 )
 
 

@@ -18,7 +18,7 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from ..model import TempoModel, build_model, save_pretrained
-from ..synthetic import generate_video
+from ..synthetic import SyntheticVideo, generate_video
 from .compose import FAMILIES, Composer, PoolItem, build_pool
 from .curriculum import set_relevance_direction
 from .grow import decoder_size, grown, widened
@@ -82,13 +82,18 @@ def finish(model: TempoModel, head: nn.Linear, tokenizer: Tokenizer, stage: int,
     save_pretrained(model, out_dir)
 
 
+def short_training_videos(recipe: Recipe, skip: int, count: int) -> list[SyntheticVideo]:
+    """`count` short training videos after the first 200 + `skip` of the recipe's seed block."""
+    first = TRAINING_SEEDS + recipe.seed * 10_000 + 200 + skip
+    return [generate_video(first + i, min_duration=30, max_duration=150) for i in range(count)]
+
+
 def short_pools(model: TempoModel, recipe: Recipe, videos: int, rng: np.random.Generator, skip: int = 0,
                 families: tuple[str, ...] = FAMILIES) -> tuple[list[PoolItem], list[PoolItem]]:
     """The questions of `families` about `videos` short training videos after the first `skip`, and about the
     held-out ones the growth curve is read on, each compressed once."""
     first = TRAINING_SEEDS + recipe.seed * 10_000
-    pool = build_pool(model, [generate_video(first + 200 + skip + i, min_duration=30, max_duration=150)
-                              for i in range(videos)], rng, families=families)
+    pool = build_pool(model, short_training_videos(recipe, skip, videos), rng, families=families)
     held_out = build_pool(model, [generate_video(first + 9_100 + i, min_duration=30, max_duration=150)
                                   for i in range(recipe.pool_held_out)], rng, first=videos, families=families)
     return pool, held_out
