@@ -87,8 +87,10 @@ def test_stage_12_grows_v5_s_decoder_to_the_recipe_s_size_within_the_limit():
 
 
 @pytest.mark.slow
-def test_stage_12_goes_on_from_v5_s_state_file_with_its_grown_decoder(tmp_path):
-    recipe = dataclasses.replace(Recipe(seed=5).scaled(0.001), blend_max_duration=60.0)
+def test_stages_12_and_13_go_on_from_v5_s_state_file_with_its_grown_decoder(tmp_path):
+    # four videos of each length a slot, so that stage 13's halves pool two each: a Composer needs two videos
+    recipe = dataclasses.replace(Recipe(seed=5).scaled(0.001), blend_max_duration=60.0, blend_videos=4,
+                                 blend_short_videos=4)
     state = str(tmp_path / "v6" / "stage.safetensors")
     report = run_stage(12, recipe, state, str(tmp_path / "twelve"), torch.device("cpu"), 50, source=str(V5_STATE))
     size = recipe.stage(12).decoder
@@ -102,6 +104,10 @@ def test_stage_12_goes_on_from_v5_s_state_file_with_its_grown_decoder(tmp_path):
     assert list(training_log["stages"]) == [str(n) for n in range(1, 13)]  # v5's logs came with its state
     model = tempo.from_pretrained(str(tmp_path / "twelve"), device="cpu")
     assert model.decoder.lm.config.hidden_size == size.width and model.spec.repetition_guard
+    thirteenth = run_stage(13, recipe, state, None, torch.device("cpu"), 50)  # counting pooled alone, from W = 8
+    assert thirteenth["decoder_layers"] == size.layers
+    assert [point["after_width"] for point in thirteenth["parts"]["blend"]["growth_curve"]] == \
+        list(recipe.stage(13).widths)
 
 
 def test_a_stage_s_pools_are_built_once_and_read_back_with_the_random_streams_after_them(tmp_path):
