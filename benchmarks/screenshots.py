@@ -1,6 +1,7 @@
 """The README's screenshots (and the ones attached to issue notes): the page at 1280×720 and 1920×1080 in Debian's
-headless Chromium, first empty, then after two questions on the 10-minute example, then its Compare and Budget sweep
-tabs. Starts `app.py` on a free loopback port (embedded model unless $TEMPO_MODEL says otherwise).
+headless Chromium, first empty, then after two of the 10-minute video's examples (each graded: it stops if one is
+wrong), then its Compare and Budget sweep tabs. Starts `app.py` on a free loopback port (embedded model unless
+$TEMPO_MODEL says otherwise).
 
     python -m benchmarks.screenshots [--out shots/]
 """
@@ -17,21 +18,26 @@ from benchmarks.app_first_segment import ROOT, local_app
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update"]
 SIZES = ((1280, 720), (1920, 1080))
+TURNS = ("10 min · global", "10 min · grounding")  # graded examples on one video; the second zooms in, as "when" asks
 
 
 def shoot(browser, url: str, width: int, height: int, out: Path) -> None:
     entries = json.loads((ROOT / "examples" / "examples.json").read_text(encoding="utf-8"))
-    example = next(e for e in entries if e["label"].startswith("10 min"))
+    examples = [next(e for e in entries if e["label"].startswith(start)) for start in TURNS]
     page = browser.new_page(viewport={"width": width, "height": height})
     page.goto(url)
     page.locator("#tempo-ask").wait_for()
     page.screenshot(path=str(out / f"first-{width}.png"))
-    page.get_by_text(example["label"]).first.click()
+    page.get_by_text(examples[0]["label"]).first.click()
     page.wait_for_function("() => document.querySelector('#tempo-preview video')?.src", timeout=30_000)
-    for turn, question in enumerate([example["question"], "When does the red circle appear?"]):
-        page.locator("#tempo-question textarea").fill(question)
+    for turn, example in enumerate(examples):
+        page.locator("#tempo-question textarea").fill(example["question"])
         page.locator("#tempo-ask").click()
-        page.locator(f"#tempo-chat [data-turn='{turn}']").wait_for(timeout=120_000)
+        reply = page.locator(f"#tempo-chat [data-turn='{turn}']")
+        reply.wait_for(timeout=120_000)
+        if not reply.locator(".tempo-verdict.right").count():
+            raise SystemExit(f"{example['label']!r} was answered wrong ({reply.inner_text()[:200]!r}): the "
+                             f"screenshot would show a wrong answer; pick examples this model gets right")
     page.screenshot(path=str(out / f"run-{width}.png"), full_page=True)
     page.get_by_role("tab", name="Compare").click()
     page.get_by_role("button", name="Compare", exact=True).click()
