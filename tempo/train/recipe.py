@@ -144,6 +144,8 @@ STAGES: tuple[Stage, ...] = (
     BlendStage(13, "v6", weights=(0.2, 0.1, 0.05, 0.05, 0.2, 0.2, 0.2), video_tags=0.5, temporal=True,
                widths=(8, 16, 32, 64, 128), steps=(800, 1000, 1200, 1200, 800), lr=1e-3, layers=V6_DECODER.layers,
                pool_share=0.5, slot=7, counting_pool_share=0.5, temporal_weights=(1.0, 1.0)),
+    BlendStage(14, "v6", weights=(0.25, 0.1, 0.1, 0.1, 0.25, 0.2), video_tags=0.5, temporal=True, widths=(64, 128),
+               steps=(1500, 700), lr=5e-4, layers=V6_DECODER.layers, pool_share=0.5, slot=8),
 )
 
 
