@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import signal
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ import torch
 import tempo
 from tempo.synthetic import generate_video
 from tempo.train import blend_stages, compose_long, state
-from tempo.train.blend_stages import blend_pools, pool_sizes
+from tempo.train.blend_stages import blend_pools, pool_sizes, pools_key
 from tempo.train.compose import FAMILIES
 from tempo.train.compose_long import OwnVideo, kept_segments
 from tempo.train.grow import decoder_size, widened
@@ -185,3 +186,19 @@ def test_an_own_video_sampler_refuses_a_width_no_question_fits_instead_of_drawin
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_stage_s_pools_are_kept_across_training_changes_but_not_across_videos_or_compressors():
+    recipe = Recipe()
+    stage = recipe.stage(13)
+    assert isinstance(stage, BlendStage)
+    model = SimpleNamespace(compressor=torch.nn.Linear(2, 2))
+    key = pools_key(recipe, stage, model)
+    retuned = dataclasses.replace(stage, weights=(0.4, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1), steps=(1, 2, 3, 4, 5), lr=1.0,
+                                  temporal_weights=(2.0, 1.0))
+    assert pools_key(dataclasses.replace(recipe, stages=recipe.stages[:13]), retuned, model) == key
+    assert pools_key(recipe, dataclasses.replace(stage, slot=9), model) != key
+    assert pools_key(dataclasses.replace(recipe, seed=1), stage, model) != key
+    with torch.no_grad():
+        model.compressor.weight.add_(1.0)
+    assert pools_key(recipe, stage, model) != key

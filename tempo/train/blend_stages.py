@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import asdict
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -18,8 +18,8 @@ import torch
 from ..model import TempoModel
 from ..synthetic import TEMPORAL_FAMILIES, SyntheticVideo, generate_video
 from .compose import FAMILIES, Composer, PoolItem, Sampler, build_pool, copy_accuracy, train_composed
-from .compose_long import Blend, GlobalComposer, OwnVideo, VideoTags, build_long_pool
-from .recipe import TRAINING_SEEDS, BlendStage, Recipe
+from .compose_long import Blend, GlobalComposer, GlobalItem, OwnVideo, VideoTags, build_long_pool
+from .recipe import TRAINING_SEEDS, BlendStage, Recipe, shared_settings
 from .state import cached_pools, compressor_digest, finish, resume, short_pools, short_training_videos
 
 log = logging.getLogger(__name__)
@@ -63,11 +63,25 @@ def long_videos(recipe: Recipe, offset: int, count: int) -> list[SyntheticVideo]
     return [generate_video(first + i, min_duration=60, max_duration=recipe.blend_max_duration) for i in range(count)]
 
 
-def blend_pools(model: TempoModel, recipe: Recipe, stage: BlendStage,
-                rng: np.random.Generator) -> tuple[Blend, dict[str, Sampler]]:
-    """A blend stage's training blend from videos no earlier stage pooled, and the held-out samplers its growth
-    curve is read on (the same unseen videos in every stage). Interval and order questions are drawn from each
-    video's own stream, so the other samplers are as without them."""
+@dataclass(frozen=True)
+class StagePools:
+    """A blend stage's compressed questions, what its samplers draw from: the slot's 1-60 minute videos (with their
+    global items) and short ones, the unseen ones its growth curve is read on, and the counting-only pool (empty
+    without `counting_pool_share`). Building them is most of a stage's pooling time; drawing from them is cheap."""
+
+    long: list[PoolItem]
+    long_global: list[GlobalItem]
+    short: list[PoolItem]
+    held_long: list[PoolItem]
+    held_global: list[GlobalItem]
+    held_short: list[PoolItem]
+    counting: list[PoolItem]
+
+
+def stage_pools(model: TempoModel, recipe: Recipe, stage: BlendStage, rng: np.random.Generator) -> StagePools:
+    """Every question a blend stage draws from, each compressed once, from videos no earlier stage pooled (the
+    held-out ones are the same in every stage). Interval and order questions come from each video's own stream, and
+    the counting-only pool is built last, so the other pools are as they would be without either."""
     temporal = stage.temporal
     n_long, n_short = pool_sizes(recipe, stage)
     long_offset, short_skip = seed_offsets(recipe, stage.slot)
@@ -76,9 +90,26 @@ def blend_pools(model: TempoModel, recipe: Recipe, stage: BlendStage,
                                                 FAMILIES + (TEMPORAL_FAMILIES if temporal else ()))
     held_items, held_global = build_long_pool(model, long_videos(recipe, LONG_HELD_OUT_SEEDS, recipe.blend_held_out),
                                               rng, temporal=temporal)
-    (own, own_temporal), (short, short_temporal) = by_kind(items), by_kind(short_items)
-    (held_own, held_temporal), (short_held, short_held_temporal) = by_kind(held_items), by_kind(short_held_items)
-    samplers: list[Sampler] = [OwnVideo(own, recipe.blend_family_weights), GlobalComposer(global_items),
+    counting = counting_pool(model, recipe, stage, rng) if stage.counting_pool_share > 0 else []
+    return StagePools(items, global_items, short_items, held_items, held_global, short_held_items, counting)
+
+
+def pools_key(recipe: Recipe, stage: BlendStage, model: TempoModel) -> dict:
+    """What a stage's pools depend on: the recipe's shared settings, the stage's number (its random stream) and
+    pooling settings, and the compressor. Its weights, widths, steps and learning rate can change without pooling
+    again."""
+    pooling = {name: getattr(stage, name) for name in ("number", "slot", "pool_share", "counting_pool_share",
+                                                       "temporal")}
+    return {"recipe": shared_settings(recipe), "stage": pooling, "compressor": compressor_digest(model)}
+
+
+def blend_samplers(pools: StagePools, recipe: Recipe, stage: BlendStage) -> tuple[Blend, dict[str, Sampler]]:
+    """A blend stage's training blend over its pools, in the shares its record gives, and the held-out samplers its
+    growth curve is read on."""
+    temporal = stage.temporal
+    (own, own_temporal), (short, short_temporal) = by_kind(pools.long), by_kind(pools.short)
+    (held_own, held_temporal), (short_held, short_held_temporal) = by_kind(pools.held_long), by_kind(pools.held_short)
+    samplers: list[Sampler] = [OwnVideo(own, recipe.blend_family_weights), GlobalComposer(pools.long_global),
                                Composer(short, recipe.blend_family_weights)]
     weights = stage.weights
     counting = stage.counting_pool_share > 0
@@ -87,11 +118,11 @@ def blend_pools(model: TempoModel, recipe: Recipe, stage: BlendStage,
     if temporal:
         samplers += [OwnVideo(pool, stage.temporal_weights or recipe.blend_temporal_weights, TEMPORAL_FAMILIES)
                      for pool in (own_temporal, short_temporal)]
-    if counting:  # pooled last, so that the other pools draw as they would without it
-        samplers.append(OwnVideo(counting_pool(model, recipe, stage, rng), families=("counting",)))
+    if counting:
+        samplers.append(OwnVideo(pools.counting, families=("counting",)))
     if len(weights) != len(samplers):
         raise ValueError(f"stage {stage.number} has {len(samplers)} samplers but {len(weights)} blend weights")
-    held_out: dict[str, Sampler] = {"own video": OwnVideo(held_own), "global": GlobalComposer(held_global),
+    held_out: dict[str, Sampler] = {"own video": OwnVideo(held_own), "global": GlobalComposer(pools.held_global),
                                     "other videos": Composer(short_held)}
     if stage.video_tags > 0:
         held_out["short own video, video tags"] = VideoTags(OwnVideo(short_held), 1.0)
@@ -100,6 +131,12 @@ def blend_pools(model: TempoModel, recipe: Recipe, stage: BlendStage,
         held_out["interval and order, short own video, video tags"] = VideoTags(
             OwnVideo(short_held_temporal, families=TEMPORAL_FAMILIES), 1.0)
     return Blend(samplers, weights), held_out
+
+
+def blend_pools(model: TempoModel, recipe: Recipe, stage: BlendStage,
+                rng: np.random.Generator) -> tuple[Blend, dict[str, Sampler]]:
+    """A blend stage's training blend and held-out samplers, its pools built on the spot."""
+    return blend_samplers(stage_pools(model, recipe, stage, rng), recipe, stage)
 
 
 def by_kind(items: list[PoolItem]) -> tuple[list[PoolItem], list[PoolItem]]:
@@ -122,9 +159,9 @@ def train_blend_stage(stage: BlendStage, recipe: Recipe, state_path: str, out_di
     report["decoder_width"] = model.decoder.lm.config.hidden_size
     started = time.perf_counter()
     pools_path = os.path.join(os.path.dirname(os.path.abspath(state_path)), f"stage-{stage.number}-pools.pt")
-    blend, held_out = cached_pools(pools_path, {"recipe": asdict(recipe), "stage": asdict(stage),
-                                                "compressor": compressor_digest(model)},
-                                   lambda: blend_pools(model, recipe, stage, rng), rng)
+    pools = cached_pools(pools_path, pools_key(recipe, stage, model), lambda: stage_pools(model, recipe, stage, rng),
+                         rng)
+    blend, held_out = blend_samplers(pools, recipe, stage)
     report["parts"]["pools"] = {"seconds": round(time.perf_counter() - started, 1),
                                  "own_video_questions": len(blend.samplers[0].pool),
                                  "global_videos": len(blend.samplers[1].pool),
