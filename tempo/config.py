@@ -202,6 +202,11 @@ PLACES = {"cpu": "on a CPU", "cuda": "on CUDA", "zero_gpu": "on a ZeroGPU Space"
 YES_NO = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
 
+def environment_variable(name: str) -> str:
+    """The environment variable a SERVER setting named `name` is read from."""
+    return "TEMPO_" + name.upper()
+
+
 @dataclass(frozen=True)
 class Setting:
     """One setting a person chooses: the RunConfig part that holds it, its type and range, and how it is named and
@@ -272,11 +277,11 @@ class Setting:
     @property
     def variable(self) -> str:
         """The environment variable a SERVER setting is read from."""
-        return "TEMPO_" + self.name.upper()
+        return environment_variable(self.name)
 
     def from_env(self, fallback: object) -> object:
         """The value in the environment (`variable`, or its name's before a rename), checked; else `fallback`."""
-        old = f"TEMPO_{self.renamed_from.upper()}" if self.renamed_from else ""
+        old = environment_variable(self.renamed_from) if self.renamed_from else ""
         variable = old if self.variable not in os.environ and old in os.environ else self.variable
         if variable == old:
             logging.getLogger(__name__).warning("%s is the old name of %s: read in this release, ignored in the next",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -157,12 +156,11 @@ def train_blend_stage(stage: BlendStage, recipe: Recipe, state_path: str, out_di
     model.requires_grad_(False)
     report["decoder_layers"] = len(model.decoder.lm.model.layers)
     report["decoder_width"] = model.decoder.lm.config.hidden_size
-    started = time.perf_counter()
     pools_path = os.path.join(os.path.dirname(os.path.abspath(state_path)), f"stage-{stage.number}-pools.pt")
-    pools = cached_pools(pools_path, pools_key(recipe, stage, model), lambda: stage_pools(model, recipe, stage, rng),
-                         rng)
-    blend, held_out = blend_samplers(pools, recipe, stage)
-    report["parts"]["pools"] = {"seconds": round(time.perf_counter() - started, 1),
+    cached = cached_pools(pools_path, pools_key(recipe, stage, model),
+                          lambda: stage_pools(model, recipe, stage, rng), rng)
+    blend, held_out = blend_samplers(cached.pools, recipe, stage)
+    report["parts"]["pools"] = {"seconds": cached.built_seconds, "read_from_file": cached.read,
                                  "own_video_questions": len(blend.samplers[0].pool),
                                  "global_videos": len(blend.samplers[1].pool),
                                  "short_questions": len(blend.samplers[2].pool),

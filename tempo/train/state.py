@@ -6,8 +6,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -107,7 +108,16 @@ def composed_pools(model: TempoModel, recipe: Recipe, videos: int, rng: np.rando
     return Composer(pool, weights), Composer(held_out)
 
 
-def cached_pools(path: str, key: dict, build: Callable[[], Any], rng: np.random.Generator) -> Any:
+@dataclass(frozen=True)
+class CachedPools:
+    """A stage's pools, the seconds building them took, and whether they were read from the saved file."""
+
+    pools: Any
+    built_seconds: float | None  # None for a file saved before the time was kept
+    read: bool
+
+
+def cached_pools(path: str, key: dict, build: Callable[[], Any], rng: np.random.Generator) -> CachedPools:
     """`build()`'s pools, saved to `path` the first time and read back after, with the random streams as they stood
     after building them, so that a stage run again (or cut off and rerun) trains on the same inputs without
     compressing its videos again. A file saved under another `key` (recipe, stage, compressor) is built anew."""
@@ -117,13 +127,15 @@ def cached_pools(path: str, key: dict, build: Callable[[], Any], rng: np.random.
             rng.bit_generator.state = saved["rng"]
             torch.set_rng_state(saved["torch_rng"])
             log.info("pools read from %s", path)
-            return saved["pools"]
+            return CachedPools(saved["pools"], saved.get("seconds"), read=True)
         log.info("pools in %s were built for another recipe or stage; building them again", path)
+    started = time.perf_counter()
     pools = build()
-    torch.save({"key": key, "pools": pools, "rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state()},
-               path + ".partial")
+    seconds = round(time.perf_counter() - started, 1)
+    torch.save({"key": key, "pools": pools, "rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state(),
+                "seconds": seconds}, path + ".partial")
     os.replace(path + ".partial", path)
-    return pools
+    return CachedPools(pools, seconds, read=False)
 
 
 def compressor_digest(model: TempoModel) -> str:
