@@ -195,16 +195,12 @@ class RunConfig:
 
 PAGE, CLI, BATCH = "page", "cli", "batch"  # where a setting can be given (the page's API takes what the page does)
 SERVER = "server"  # a server's own setting, from its environment ($TEMPO_<NAME>), shown on its page
+ENV_PREFIX = "TEMPO_"
 EVERYWHERE = frozenset({PAGE, CLI, BATCH})
 K_MAX = "num_memory_tokens"  # a maximum that is the checkpoint's memory tokens per segment
 # Where the model runs, for defaults that depend on it (Setting.where): a device type, or a ZeroGPU Space.
 PLACES = {"cpu": "on a CPU", "cuda": "on CUDA", "zero_gpu": "on a ZeroGPU Space"}
 YES_NO = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
-
-
-def environment_variable(name: str) -> str:
-    """The environment variable a SERVER setting named `name` is read from."""
-    return "TEMPO_" + name.upper()
 
 
 @dataclass(frozen=True)
@@ -277,11 +273,11 @@ class Setting:
     @property
     def variable(self) -> str:
         """The environment variable a SERVER setting is read from."""
-        return environment_variable(self.name)
+        return ENV_PREFIX + self.name.upper()
 
     def from_env(self, fallback: object) -> object:
         """The value in the environment (`variable`, or its name's before a rename), checked; else `fallback`."""
-        old = environment_variable(self.renamed_from) if self.renamed_from else ""
+        old = ENV_PREFIX + self.renamed_from.upper() if self.renamed_from else ""
         variable = old if self.variable not in os.environ and old in os.environ else self.variable
         if variable == old:
             logging.getLogger(__name__).warning("%s is the old name of %s: read in this release, ignored in the next",
