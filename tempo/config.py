@@ -122,8 +122,7 @@ class Limits:
 
     @classmethod
     def from_env(cls) -> Limits:
-        """$TEMPO_MAX_QUESTION_CHARS, _MAX_UPLOAD_MB, _MAX_DURATION_MIN, _MAX_FRAME_MEGAPIXELS, _DECODE_MEMORY_MB,
-        _DECODE_STALL_S, _MAX_CLIP_S and $TEMPO_<NAME> for each SERVER setting of the table override the defaults."""
+        """The defaults, overridden by $TEMPO_MAX_QUESTION_CHARS and the others below, and $TEMPO_<NAME> (SERVER)."""
         default = cls()
 
         def positive(name: str, fallback: float) -> float:
