@@ -13,10 +13,12 @@ OLDEST_TRANSFORMERS := transformers==5.20.2
 
 .PHONY: demo test test-all test-slow check matrix browser conformance clean
 
-$(STAMP): requirements.txt requirements-dev.txt constraints-cpu.txt
+# The requirements, then tempo itself (editable, nothing more), so that `.venv/bin/tempo` exists after any target.
+$(STAMP): requirements.txt requirements-dev.txt constraints-cpu.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -r requirements-dev.txt \
 	  -c constraints-cpu.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-build-isolation --no-deps -e .
 	touch $(STAMP)
 
 demo: $(STAMP)

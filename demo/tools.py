@@ -1,6 +1,7 @@
-"""The two tools the app offers agents over MCP (and, like every endpoint, to `gradio_client`): `answer` a question
-about a video, and `locate` where in it the question's moment is, the compressor alone. Their docstrings are what
-an agent reads; Gradio takes the `Args:` lines as the parameters' descriptions. They return JSON text."""
+"""The three tools the app offers agents over MCP (and, like every endpoint, to `gradio_client`): `answer` a question
+about a video, `locate` where in it the question's moment is (the compressor alone), and `wait_for` a live stream to
+show what a question asks (its work in `demo/live_api.py`). Their docstrings are what an agent reads; Gradio takes
+the `Args:` lines as the parameters' descriptions. They return JSON text."""
 
 from __future__ import annotations
 
