@@ -15,7 +15,7 @@ import torch
 import tempo
 from tempo.synthetic import generate_video
 from tempo.train import blend_stages, compose_long, state
-from tempo.train.blend_stages import blend_pools, pool_sizes, pools_key
+from tempo.train.blend_stages import blend_samplers, pool_sizes, pools_key, stage_pools
 from tempo.train.compose import FAMILIES
 from tempo.train.compose_long import OwnVideo, kept_segments
 from tempo.train.grow import decoder_size, widened
@@ -154,7 +154,7 @@ def test_stage_13_pools_counting_alone_from_the_rest_of_its_slot_and_changes_no_
 
     for module in (compose_long, state, blend_stages):
         monkeypatch.setattr(module, "build_pool", without_compression)
-    blend, _ = blend_pools(None, recipe, stage, np.random.default_rng(0))
+    blend, _ = blend_samplers(stage_pools(None, recipe, stage, np.random.default_rng(0)), recipe, stage)
     counting_seeds = [seeds for families, seeds in calls if families == ("counting",)]
     assert len(counting_seeds) == 1 and len(counting_seeds[0]) == sum(
         pool_sizes(recipe, stage, stage.counting_pool_share))
@@ -163,8 +163,9 @@ def test_stage_13_pools_counting_alone_from_the_rest_of_its_slot_and_changes_no_
     counting = blend.samplers[-1]
     assert {item.family for item in counting.pool} == {"counting"} and len(blend.samplers) == len(stage.weights)
     calls.clear()
-    alone, _ = blend_pools(None, recipe, dataclasses.replace(stage, counting_pool_share=0.0,
-                                                             weights=stage.weights[:-1]), np.random.default_rng(0))
+    without = dataclasses.replace(stage, counting_pool_share=0.0, weights=stage.weights[:-1])
+    alone, _ = blend_samplers(stage_pools(None, recipe, without, np.random.default_rng(0)), recipe, without)
+
     def questions(blend) -> list[list[tuple]]:
         items = [[getattr(i, "item", i) for i in sampler.pool] for sampler in blend.samplers]  # global: GlobalItem
         return [[(i.video, i.question, i.answer, i.labels) for i in pool] for pool in items]

@@ -24,12 +24,12 @@ import numpy as np
 import torch
 
 from tempo.model import TempoModel, save_pretrained
-from tempo.train.blend_stages import blend_pools, blend_reading
+from tempo.train.blend_stages import blend_reading, blend_samplers, pools_key, stage_pools
 from tempo.train.compose import Sampler, train_composed
 from tempo.train.compose_long import VideoTags
 from tempo.train.grow import decoder_parameters, decoder_size
 from tempo.train.recipe import BlendStage, DecoderSize, Recipe
-from tempo.train.state import load_state
+from tempo.train.state import cached_pools, load_state
 from tempo.train.tiny import DECODER, VOCAB_SIZE
 
 log = logging.getLogger("sizing_sweep")
@@ -82,18 +82,13 @@ def answer_seconds(model: TempoModel, width: int, repeats: int = 3) -> float:
 
 
 def pools(recipe: Recipe, out: str) -> tuple[Sampler, dict[str, Sampler]]:
-    """The sweep's blend and held-out samplers, built once with v5's (frozen) compressor and saved."""
-    path = os.path.join(out, "pools.pt")
-    if os.path.isfile(path):
-        saved = torch.load(path, weights_only=False)
-        return saved["blend"], saved["held_out"]
+    """The sweep's blend and held-out samplers, over pools built once with v5's (frozen) compressor and saved."""
     model, _, _, _ = load_state(V5_STATE, os.path.join(out, "checkpoints", "pools"), torch.device("cpu"))
-    began = time.perf_counter()
-    blend, held_out = blend_pools(model, recipe, SWEEP, np.random.default_rng([recipe.seed, 12, 0]))
-    log.info("pools in %.0f s", time.perf_counter() - began)
-    torch.save({"blend": blend, "held_out": held_out, "seconds": time.perf_counter() - began}, path + ".partial")
-    os.replace(path + ".partial", path)
-    return blend, held_out
+    rng = np.random.default_rng([recipe.seed, 12, 0])
+    cached = cached_pools(os.path.join(out, "pools.pt"), {"sweep": pools_key(recipe, SWEEP, model)},
+                          lambda: stage_pools(model, recipe, SWEEP, rng), rng)
+    log.info("pools %s (%s s to build)", "read" if cached.read else "built", cached.built_seconds)
+    return blend_samplers(cached.pools, recipe, SWEEP)
 
 
 def candidate(name: str, size: DecoderSize, recipe: Recipe, stage: BlendStage, blend: Sampler,
@@ -157,8 +152,10 @@ def main() -> int:
     torch.set_num_threads(1)
     os.makedirs(args.out, exist_ok=True)
     recipe, stage = Recipe(), SWEEP
-    if args.scale != 1.0:  # a trial: short videos too, so that it takes minutes
-        recipe = dataclasses.replace(recipe.scaled(args.scale), blend_max_duration=90.0)
+    if args.scale != 1.0:  # a trial: short videos too, so that it takes minutes, and at least two of each length
+        scaled = recipe.scaled(args.scale)  # pooled (a quarter of eight), since an input mixes two videos
+        recipe = dataclasses.replace(scaled, blend_max_duration=90.0, blend_videos=max(8, scaled.blend_videos),
+                                     blend_short_videos=max(8, scaled.blend_short_videos))
         stage = SWEEP.scaled(args.scale)
     blend, held_out = pools(recipe, args.out)
     names = args.only.split(",") if args.only else list(CANDIDATES)

@@ -132,12 +132,6 @@ def blend_samplers(pools: StagePools, recipe: Recipe, stage: BlendStage) -> tupl
     return Blend(samplers, weights), held_out
 
 
-def blend_pools(model: TempoModel, recipe: Recipe, stage: BlendStage,
-                rng: np.random.Generator) -> tuple[Blend, dict[str, Sampler]]:
-    """A blend stage's training blend and held-out samplers, its pools built on the spot."""
-    return blend_samplers(stage_pools(model, recipe, stage, rng), recipe, stage)
-
-
 def by_kind(items: list[PoolItem]) -> tuple[list[PoolItem], list[PoolItem]]:
     """A pool's needle, grounding and counting items, and its interval and order items."""
     return [i for i in items if i.family in FAMILIES], [i for i in items if i.family in TEMPORAL_FAMILIES]

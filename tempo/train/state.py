@@ -120,10 +120,11 @@ class CachedPools:
 def cached_pools(path: str, key: dict, build: Callable[[], Any], rng: np.random.Generator) -> CachedPools:
     """`build()`'s pools, saved to `path` the first time and read back after, with the random streams as they stood
     after building them, so that a stage run again (or cut off and rerun) trains on the same inputs without
-    compressing its videos again. A file saved under another `key` (recipe, stage, compressor) is built anew."""
+    compressing its videos again. A file saved under another `key` (recipe, stage, compressor), or under none, is
+    built anew."""
     if os.path.isfile(path):
         saved = torch.load(path, weights_only=False)
-        if saved["key"] == key:
+        if saved.get("key") == key:
             rng.bit_generator.state = saved["rng"]
             torch.set_rng_state(saved["torch_rng"])
             log.info("pools read from %s", path)
