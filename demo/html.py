@@ -100,9 +100,10 @@ def header_html(model: TempoModel) -> str:
     spec = model.spec
     note = ""
     if spec.trained_world == "synthetic":
-        note = ("<p class='note'>This demo runs <b>Tempo-Tiny</b>, a 1.5M-parameter Tempo that only knows its "
-                "synthetic world of moving shapes: try the examples. On your own videos it runs, but its relevance "
-                "and answers mean nothing; the real model is Tempo-6B on a GPU.</p>")
+        millions = sum(p.numel() for p in model.parameters()) / 1e6
+        note = (f"<p class='note'>This demo runs <b>Tempo-Tiny</b>, a {millions:.1f}M-parameter Tempo that only knows "
+                "its synthetic world of moving shapes: try the examples. On your own videos it runs, but its "
+                "relevance and answers mean nothing; the real model is Tempo-6B on a GPU.</p>")
     if not spec.takes_history:
         note += ("<p class='note' id='tempo-no-history'>This model answers each question on its own: the chat keeps "
                  "your earlier turns, but they do not reach it.</p>")

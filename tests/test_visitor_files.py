@@ -191,6 +191,7 @@ def test_an_undecodable_file_has_no_proxy(hostile_media, tmp_path):
 def test_the_page_says_what_tempo_tiny_knows(fixture_model):
     tiny = tempo.from_pretrained(device="cpu")
     assert "only knows its synthetic world" in html.header_html(tiny)
+    assert f"a {sum(p.numel() for p in tiny.parameters()) / 1e6:.1f}M-parameter Tempo" in html.header_html(tiny)
     assert "synthetic world" not in html.header_html(fixture_model)
 
 
