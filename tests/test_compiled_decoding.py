@@ -29,9 +29,9 @@ def tiny(tmp_path_factory) -> dict:
 
 
 def test_compiled_steps_match_the_eager_forward_on_the_embedded_model(tiny):
-    """Three layers, one package: 24 steps teacher-forced over a 500-position prefill (the cache grows past a
+    """Every layer, one package: 24 steps teacher-forced over a 500-position prefill (the cache grows past a
     256-slot piece), float32 summed in another order, as the static steps' own test allows."""
-    assert tiny["layers"] == 3 and tiny["attention"] == "flash" and tiny["capacity"] == 768
+    assert tiny["layers"] == tiny["model_layers"] > 1 and tiny["attention"] == "flash" and tiny["capacity"] == 768
     assert tiny["max_difference"] < 5e-5 and tiny["same_argmax"]
 
 
