@@ -90,7 +90,8 @@ def tiny(directory: Path) -> dict:
                                [layer.values for layer in cache.layers], len(tokens), graph=False, layers=layers)
         compiled = torch.stack([steps.step(token) for token in tokens])
     first_layer = decoder.lm.model.layers[0]
-    figures.update(layers=len(layers), model_layers=len(decoder.lm.model.layers), attention=layers.attention, capacity=steps.capacity,
+    figures.update(layers=len(layers), model_layers=len(decoder.lm.model.layers), attention=layers.attention,
+                   capacity=steps.capacity,
                    max_difference=(eager - compiled).abs().max().item(),
                    same_argmax=torch.equal(eager.argmax(-1), compiled.argmax(-1)),
                    layer_weight_bytes=sum(p.numel() * p.element_size() for p in first_layer.parameters()))
