@@ -47,10 +47,16 @@ def test_the_dry_run_goes_through_every_part(tmp_path):
     compiled = figures["parts"]["compiled"]
     assert {"flash", "split"} <= {name for name, built in compiled["packages"].items() if "path" in built}
     assert "skipped" in compiled["packages"]["flex"]  # Inductor's CPU FlexAttention: see benchmarks/gpu/compiled.py
-    assert {"graphs_split", "graphs_fused", "graphs_flash", "compiled_flash", "compiled_split"} <= set(
-        compiled["paths"])
+    assert {"graphs_split", "graphs_fused", "graphs_flash", "graphs_fused_step", "compiled_flash",
+            "compiled_split"} <= set(compiled["paths"])
     assert all(path["within_tolerance"] and path["same_tokens"] for path in compiled["paths"].values())
     assert compiled["requests"]["same_tokens"] and compiled["floor"]["floor_ms"] > 0
+    # the fused step: the same tokens as the eager forward, within tolerance, and its operations counted (the
+    # issue's goal is at most 25 a layer; the model's own layers ran about 65 in bf16)
+    decoding = figures["parts"]["decoding"]
+    assert decoding["same_tokens"] and decoding["fused"]["within_tolerance"]
+    assert decoding["operations_per_layer"]["fused"] <= 25 < decoding["operations_per_layer"]["eager"]
+    assert figures["operations_per_layer"] == decoding["operations_per_layer"]
     # the cold call: a fresh process given the model in host memory, each part timed, the same answer
     cold = figures["parts"]["cold_call"]
     assert cold["same_tokens"] and cold["first_request"]["tokens"] == 8

@@ -1,5 +1,6 @@
-"""The GPU check's decoding paths, side by side in one run: the current CUDA-graph step ('split' products over
-pieces of the cache), PyTorch's fused attention kernel, split-KV (flash-decoding) attention, and the same layer step
+"""The GPU check's decoding paths, side by side in one run: the model's own layers in a CUDA graph ('split' products
+over pieces of the cache, PyTorch's fused attention kernel, split-KV (flash-decoding) attention), the fused layer
+step that ships (`tempo.model.fused_step`), and the model's layer step
 compiled ahead of time (`tempo.model.compiled_decoding`: torch.export + AOTInductor) with each way of attending,
 FlexAttention included. Every path is teacher-forced on the same tokens against the eager forward: its logits must
 stay within tolerance and its greedy choice must be the eager one at every step. Each is timed cold (package loaded,
@@ -10,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -20,11 +22,13 @@ from benchmarks.gpu.fast_paths import static_steps
 from tempo.conformance import BF16_RTOL
 from tempo.model import TempoModel
 from tempo.model.compiled_decoding import CompiledLayers, build
+from tempo.model.fused_step import FusedLayers
 
 log = logging.getLogger("gpu-check")
 # Built in this order while the check has time: the quickest to build first (8-10 s on an H200; flash took 75 s).
 COMPILED = ("split", "flex", "flash")
-UNCOMPILED = ("split", "fused", "flash")  # eager layers in a CUDA graph; 'split' is the shipped default
+UNCOMPILED = ("split", "fused", "flash")  # eager layers in a CUDA graph, each way of attending
+FUSED = "fused_step"  # the fused layer step (`tempo.model.fused_step`) in a CUDA graph: the shipped default
 # Compiled FlexAttention is the GPU's (a Triton template). Inductor's CPU template does not compile with a free cache
 # length (torch 2.13: "'ks2' was not declared"), and built for one length, a process that had loaded decord (the
 # conformance part's reader) double-freed or hung at exit in decord's copy of the C++ thread-exit handler.
@@ -72,11 +76,16 @@ def eager_logits(model: TempoModel, embeds: torch.Tensor, tokens: list[int]) -> 
 def one_path(model: TempoModel, embeds: torch.Tensor, tokens: list[int], reference: torch.Tensor, steps_timed: int,
              attention: str, package: str | None, variant: Variant = Variant()) -> dict:
     """One path: cold (its layers loaded, the graph captured, the first step), its logits against `reference`,
-    then warm milliseconds per step."""
+    then warm milliseconds per step. `package`: a compiled layer step's file, `FUSED` for the fused step, or None
+    for the eager layers."""
     device, graph = model.device, model.device.type == "cuda"
     runs.synchronize(device)
     started = time.perf_counter()
-    layers = CompiledLayers(package, model.decoder.lm, variant.loader, variant.single_threaded) if package else None
+    layers: Sequence | None = None
+    if package == FUSED:
+        layers = FusedLayers(model.decoder.lm)
+    elif package:
+        layers = CompiledLayers(package, model.decoder.lm, variant.loader, variant.single_threaded)
     loaded = time.perf_counter() - started
     room, captured = len(tokens) + steps_timed + 8, {}
     try:
@@ -111,11 +120,11 @@ def decoding_paths(model: TempoModel, embeds: torch.Tensor, tokens: list[int], s
     tolerance."""
     reference = eager_logits(model, embeds, tokens)
     figures: dict = {"packages": build_packages(model, directory, deadline, variant.build), "paths": {}}
-    paths = [(f"graphs_{a}", a, None) for a in UNCOMPILED]
+    paths = [(f"graphs_{a}", a, None) for a in UNCOMPILED] + [("graphs_fused_step", "split", FUSED)]
     paths += [(f"compiled_{a}", a, built["path"]) for a, built in figures["packages"].items() if "path" in built]
-    for name, attention, package in paths:
+    for name, attention, layers in paths:
         try:
-            figures["paths"][name] = one_path(model, embeds, tokens, reference, steps_timed, attention, package,
+            figures["paths"][name] = one_path(model, embeds, tokens, reference, steps_timed, attention, layers,
                                               variant)
         except Exception as exc:  # a path that cannot run is recorded; the verdict fails it
             log.error("decoding path %s failed: %s", name, exc)

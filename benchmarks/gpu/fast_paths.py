@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Sequence
 
 import torch
 
-from benchmarks.gpu import runs
+from benchmarks.gpu import operations, runs
 from tempo.conformance import BF16_RTOL
 from tempo.events import Compression
 from tempo.model import TempoModel
+from tempo.model.fused_step import FusedLayers
 from tempo.model.static_decoding import StaticDecoding
 from tempo.video.patches import normalize
 
@@ -63,25 +65,36 @@ def stacking_agreement(model: TempoModel, video: runs.Video) -> dict:
 
 
 def decoding(model: TempoModel, video: runs.Video, first: runs.Request, answer_tokens: int) -> dict:
-    """Answers from the cached compression with each token a CUDA graph replay against the eager forward, and the
-    graph's logits against the eager ones, teacher-forced on the eager answer."""
+    """Answers from the cached compression three ways: the eager forward, CUDA graphs of the model's own layers
+    (`graphs`) and of the fused step (`fused`, the default); each graph's logits against the eager ones,
+    teacher-forced on the eager answer; each step's kernels, and its operations per layer counted on the CPU."""
     decoder, config = model.decoder, runs.answer_config(answer_tokens)
     compression = runs.compression_of(first)
-    figures = {}
-    for graphs in (False, True):
-        decoder.cuda_graphs = graphs
+    figures: dict = {}
+    for name, graphs, fused in (("eager", False, False), ("graphs", True, False), ("fused", True, True)):
+        decoder.cuda_graphs, decoder.fused_steps = graphs, fused
         run = runs.request(model, video, runs.QUESTION, config, compression=compression)
-        figures["graphs" if graphs else "eager"] = {"prefill_s": round(run.prefill_s, 4),
-                                                    "per_token_s": round(run.per_token_s, 5),
-                                                    "total_s": round(run.total_s, 4),
-                                                    "token_ids": run.finished.token_ids}
-    decoder.cuda_graphs = True
-    figures["same_tokens"] = figures["eager"]["token_ids"] == figures["graphs"]["token_ids"]
+        figures[name] = {"prefill_s": round(run.prefill_s, 4), "per_token_s": round(run.per_token_s, 5),
+                         "total_s": round(run.total_s, 4), "token_ids": run.finished.token_ids}
+    decoder.cuda_graphs, decoder.fused_steps = True, True
+    figures["same_tokens"] = figures["eager"]["token_ids"] == figures["graphs"]["token_ids"] \
+        == figures["fused"]["token_ids"]
     figures["per_token_speedup"] = round(figures["eager"]["per_token_s"] / figures["graphs"]["per_token_s"], 2)
+    figures["fused_speedup"] = round(figures["graphs"]["per_token_s"] / figures["fused"]["per_token_s"], 2)
     embeds = hour_decoder_inputs(model, compression, video)
-    figures.update(graph_agreement(model, embeds, figures["eager"]["token_ids"]))
-    with contextlib.suppress(Exception):  # a profiler that cannot see the device costs only this figure
-        figures["step_profile"] = step_profile(model, embeds)
+    tokens = figures["eager"]["token_ids"]
+    figures.update(graph_agreement(model, embeds, tokens))
+    figures["fused"].update(graph_agreement(model, embeds, tokens, FusedLayers(decoder.lm)))
+    layers = len(decoder.lm.model.layers)
+    for name, fused in (("step_profile", None), ("fused_step_profile", FusedLayers(decoder.lm))):
+        with contextlib.suppress(Exception):  # a profiler that cannot see the device costs only this figure
+            figures[name] = step_profile(model, embeds, fused)
+            figures[name]["kernels_per_layer"] = round(figures[name]["kernels"] / layers, 1)
+    lm_config = decoder.lm.config
+    shapes = operations.LayerShapes(lm_config.hidden_size, lm_config.intermediate_size, lm_config.num_attention_heads,
+                                    lm_config.num_key_value_heads, lm_config.head_dim)
+    figures["operations_per_layer"] = {name: counted["operations"] for name, counted in
+                                       operations.per_layer(shapes, model.dtype).items() if name in ("eager", "fused")}
     return figures
 
 
@@ -108,10 +121,12 @@ def static_steps(model: TempoModel, embeds: torch.Tensor, room: int, graph: bool
 
 
 @torch.inference_mode()
-def graph_agreement(model: TempoModel, embeds: torch.Tensor, tokens: list[int]) -> dict:
-    """Largest relative difference (in norm) between the eager and the graphed logits over the answer's steps."""
+def graph_agreement(model: TempoModel, embeds: torch.Tensor, tokens: list[int], layers: Sequence | None = None
+                    ) -> dict:
+    """Largest relative difference (in norm) between the eager and the graphed logits over the answer's steps
+    (`layers`: the step's, default the model's own)."""
     decoder = model.decoder
-    steps, cache = static_steps(model, embeds, len(tokens), graph=model.device.type == "cuda")
+    steps, cache = static_steps(model, embeds, len(tokens), graph=model.device.type == "cuda", layers=layers)
     worst, same = 0.0, 0
     for token in tokens[:-1]:
         eager = decoder.lm(input_ids=torch.tensor([[token]], device=model.device), use_cache=True,
@@ -124,12 +139,12 @@ def graph_agreement(model: TempoModel, embeds: torch.Tensor, tokens: list[int]) 
 
 
 @torch.inference_mode()
-def step_profile(model: TempoModel, embeds: torch.Tensor) -> dict:
-    """Where one eager decoding step spends device time, kernel by kernel (inside a graph the kernels are the
-    same; only the launching between them goes)."""
+def step_profile(model: TempoModel, embeds: torch.Tensor, layers: Sequence | None = None) -> dict:
+    """Where one decoding step (of `layers`, default the model's own) spends device time, kernel by kernel, run
+    without a graph (inside one the kernels are the same; only the launching between them goes)."""
     from torch.profiler import ProfilerActivity, profile
 
-    steps, _ = static_steps(model, embeds, 4, graph=False)
+    steps, _ = static_steps(model, embeds, 4, graph=False, layers=layers)
     steps.step(5)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if model.device.type == "cuda" else [])
     with profile(activities=activities) as profiler:

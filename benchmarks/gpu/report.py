@@ -33,6 +33,10 @@ def headline(figures: dict) -> None:
     for key in ("vision_mfu", "compressor_mfu", "prefill_mfu"):
         figures[key] = mfu.get(key)
     figures["compressor_speedup"] = parts.get("compressor", {}).get("speedup_fastest")
+    steps = parts.get("decoding", {})
+    figures["operations_per_layer"] = steps.get("operations_per_layer")
+    figures["kernels_per_layer"] = {name: steps.get(f"{key}step_profile", {}).get("kernels_per_layer")
+                                    for name, key in (("eager", ""), ("fused", "fused_"))}
     decoding = parts.get("compiled", {})
     figures["per_token_ms_by_path"] = {name: path.get("ms_per_token") for name, path in
                                        decoding.get("paths", {}).items()}
@@ -61,6 +65,10 @@ def verdicts(figures: dict) -> list[str]:
     decoding = parts.get("decoding", {})
     if decoding and not decoding.get("within_tolerance"):
         failed.append(f"graphed decoding's logits off by {decoding.get('logits_max_relative')} relative")
+    if decoding.get("fused", {}).get("within_tolerance") is False:
+        failed.append(f"the fused step's logits off by {decoding['fused'].get('logits_max_relative')} relative")
+    if decoding.get("same_tokens") is False:
+        failed.append("eager, graphed and fused decoding answered with different tokens")
     if parts.get("follow_ups", {}).get("same_answer_from_cache") is False:
         failed.append("the answer from the cached compression differs from the first answer")
     failed += compiled_verdicts(parts.get("compiled", {}))

@@ -15,6 +15,7 @@ from transformers.cache_utils import DynamicCache
 
 from ..config import GenerationConfig
 from ..errors import ModelError
+from .fused_step import FusedLayers, fusable
 from .static_decoding import StaticDecoding
 
 log = logging.getLogger(__name__)
@@ -86,8 +87,10 @@ class GlobalDecoder(nn.Module):
             "past_key_values"
         # On a GPU, each generated token replays one CUDA graph (`static_decoding`); off, the eager forward.
         self.cuda_graphs = "sliding_attention" not in (getattr(config, "layer_types", None) or ())
-        # Layer steps compiled ahead of time (`compiled_decoding.CompiledLayers`) for those steps; None: eager layers.
+        # Layer steps compiled ahead of time (`compiled_decoding.CompiledLayers`) for those steps; None: the fused
+        # steps (`fused_step`) where the layers allow them and `fused_steps` is on, else the eager layers.
         self.compiled: Sequence[Callable[..., torch.Tensor]] | None = None
+        self.fused_steps = True
 
     def embed(self, ids: list[int]) -> torch.Tensor:
         weight = self.lm.get_input_embeddings().weight
@@ -126,11 +129,20 @@ class GlobalDecoder(nn.Module):
         layers = cast(list[FilledLayer], cache.layers)
         try:
             return StaticDecoding(self.lm, [layer.keys for layer in layers],
-                                  [layer.values for layer in layers], room, graph=True, layers=self.compiled)
+                                  [layer.values for layer in layers], room, graph=True, layers=self.step_layers())
         except RuntimeError as exc:  # a driver or torch that cannot capture: answers stay right, only slower
             log.warning("decoding without CUDA graphs (capturing the decoder's step failed: %s)", exc)
             self.cuda_graphs = False
             return None
+
+    def step_layers(self) -> Sequence[Callable[..., torch.Tensor]] | None:
+        """The layers a static step runs: the compiled ones, else the fused ones (their projections merged the first
+        time), else None (the eager layers)."""
+        if self.compiled is not None:
+            return self.compiled
+        if self.fused_steps and all(fusable(block) for block in self.lm.model.layers):
+            return FusedLayers(self.lm)
+        return None
 
     @torch.inference_mode()
     def generate(self, embeds: torch.Tensor, generation: GenerationConfig, stop_ids: set[int],

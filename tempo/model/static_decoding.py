@@ -154,6 +154,9 @@ class StaticDecoding:
         cos, sin = cos[:, None], sin[:, None]  # [1, 1, 1, head_dim]: broadcast over heads
         visible = self.slots <= self.position[0]  # [C]
         slot = self.position[0]  # [1]
+        step_inputs = getattr(self.layers, "step_inputs", None)  # fused layers read them in their own form
+        if step_inputs is not None:
+            cos, sin, visible = step_inputs(cos, sin, visible)
         for layer, run in enumerate(self.layers):
             hidden = run(hidden, cos, sin, slot, visible, self.keys[layer], self.values[layer])
         return self.lm.lm_head(model.norm(hidden))[0, -1]  # [V]
