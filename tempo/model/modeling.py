@@ -25,6 +25,7 @@ from . import int8 as int8_weights
 from . import loading
 from .compressor import LocalCompressor
 from .decoder import GlobalDecoder
+from .fused_norms import fuse_norms
 from .loading import CheckpointSpec
 from .prompts import Exchange, decoder_prompt_ids, time_tag
 from .tokenizer import TextTokenizer
@@ -148,6 +149,8 @@ def from_pretrained(name_or_path: str | os.PathLike | None = None, *, base: str 
                                                    Qwen3VLConfig.from_pretrained(base_dir),
                                                    tokenizer.token_id("Yes"), tokenizer.token_id("No"))
     model.compressor.relevance_direction.copy_(direction)
+    if device.type == "cuda":  # one kernel a norm there; a CPU keeps the model's own norms and its numbers
+        fuse_norms(model)
     if int8:
         saved = int8_weights.quantize_model(model)
         model.int8 = True
