@@ -31,8 +31,7 @@ class FusedRMSNorm(nn.Module):
 
 def is_rms_norm(module: nn.Module) -> bool:
     """transformers' RMSNorm of a Qwen3 or Qwen3-VL text model (a weight over the last dimension)."""
-    return type(module).__name__ in ("Qwen3RMSNorm", "Qwen3VLTextRMSNorm") and isinstance(
-        getattr(module, "weight", None), nn.Parameter)
+    return type(module).__name__ in ("Qwen3RMSNorm", "Qwen3VLTextRMSNorm")
 
 
 def fuse_norms(module: nn.Module) -> int:
@@ -41,7 +40,8 @@ def fuse_norms(module: nn.Module) -> int:
     swapped = 0
     for parent in list(module.modules()):
         for name, child in list(parent.named_children()):
-            if is_rms_norm(child):
-                setattr(parent, name, FusedRMSNorm(child.weight, float(child.variance_epsilon)))
+            weight, eps = getattr(child, "weight", None), getattr(child, "variance_epsilon", None)
+            if is_rms_norm(child) and isinstance(weight, nn.Parameter) and isinstance(eps, float):
+                setattr(parent, name, FusedRMSNorm(weight, eps))
                 swapped += 1
     return swapped
