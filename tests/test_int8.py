@@ -88,3 +88,20 @@ def test_the_ray_engine_loads_each_actor_with_int8_when_asked(tmp_path, monkeypa
     monkeypatch.setattr(ray_batch, "from_pretrained", lambda *args, **kwargs: loaded.append(kwargs["int8"]))
     ray_batch.Answerer(handed[0], RunConfig(), None)
     assert loaded == [True]
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 48), (3, 48), (2, 4, 48)])
+def test_the_packed_kernel_computes_what_widening_does(monkeypatch, shape):
+    """A decoding step's rows multiply the int8 matrix in PyTorch's weight-only kernel on a GPU; forced here on the
+    CPU (which has the kernel too), it gives the widened product within bf16's rounding, in every input shape."""
+    from tempo.model import int8
+
+    torch.manual_seed(0)
+    layer = Int8Linear.from_linear(torch.nn.Linear(48, 24, bias=True).to(torch.bfloat16))
+    x = torch.randn(shape, dtype=torch.bfloat16)
+    widened = layer(x)
+    monkeypatch.setattr(int8, "uses_packed_kernel", lambda x, in_features: True)
+    packed = layer(x)
+    assert packed.shape == widened.shape == (*shape[:-1], 24)
+    # bf16 outputs of magnitude ~1: a product rounded once instead of twice moves them by a step or two of 2^-7
+    assert ((packed.float() - widened.float()).norm() / widened.float().norm()).item() < 1e-2

@@ -9,6 +9,7 @@ on, while ZeroGPU runs 2.8 to 2.11, and its quantized weights are tensor subclas
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 import torch
@@ -16,6 +17,10 @@ import torch.nn.functional as F
 from torch import nn
 
 LEVELS = 127  # symmetric: -127..127, so that a weight and its negation round alike
+# At most this many rows of activations (a decoding step has one) multiply the int8 matrix as it is, in PyTorch's
+# weight-only int8 kernel: reading one byte a weight instead of widening the matrix to two first, which made int8
+# decoding 2.2x slower than bf16 on an H200. More rows (a prefill) are bound by arithmetic, and widen.
+PACKED_ROWS = 16
 
 
 class Int8Linear(nn.Module):
@@ -43,11 +48,33 @@ class Int8Linear(nn.Module):
         return cls(quantized, scale.to(weight.dtype), bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = F.linear(x, self.weight.to(x.dtype)) * self.scale.to(x.dtype)  # [..., out]
+        if uses_packed_kernel(x, self.in_features):
+            flat = x.reshape(-1, self.in_features)  # [rows, in]
+            out = torch._weight_int8pack_mm(flat, self.weight, self.scale.to(x.dtype)).view(*x.shape[:-1], -1)
+        else:
+            out = F.linear(x, self.weight.to(x.dtype)) * self.scale.to(x.dtype)  # [..., out]
         return out if self.bias is None else out + self.bias
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8 per-channel"
+
+
+def uses_packed_kernel(x: torch.Tensor, in_features: int) -> bool:
+    """Whether `x` (bf16 on CUDA, at most `PACKED_ROWS` rows) is multiplied by the int8 matrix as it is."""
+    return (x.is_cuda and x.dtype == torch.bfloat16 and x.numel() // in_features <= PACKED_ROWS
+            and packed_kernel())
+
+
+@functools.cache
+def packed_kernel() -> bool:
+    """Whether this torch multiplies bf16 activations by int8 weights on CUDA (`_weight_int8pack_mm`); asked once."""
+    try:
+        x = torch.ones(1, 64, dtype=torch.bfloat16, device="cuda")
+        weight = torch.ones(8, 64, dtype=torch.int8, device="cuda")
+        out = torch._weight_int8pack_mm(x, weight, torch.ones(8, dtype=torch.bfloat16, device="cuda"))
+        return bool((out == 64).all())
+    except (AttributeError, RuntimeError, NotImplementedError):
+        return False
 
 
 # What `from_pretrained(int8=True)` rounds: every linear layer of the decoder's transformer and of the compressor
