@@ -224,7 +224,7 @@ def test_the_engine_s_face_is_small():
     import tempo.engine
 
     assert len(tempo.engine.__all__) <= FACE_MAX_NAMES, tempo.engine.__all__
-    modules = ("accelerator", "cache", "host", "job", "request", "zoom", "steps")
+    modules = ("accelerator", "budget", "cache", "host", "job", "request", "zoom", "steps")
     assert set(tempo.engine.__all__) == {name for name in vars(tempo.engine) if not name.startswith("_")
                                          and name not in modules}
 

@@ -82,6 +82,28 @@ def test_follow_up_questions_reuse_the_video_and_match_an_uncached_run(fixture_m
     assert "vision" in again.timings
 
 
+@pytest.mark.parametrize("remote", [False, True])
+def test_every_question_s_compression_is_kept_for_the_next_ask(fixture_model, fixtures, tmp_path, remote):
+    """Whichever source a pass takes (the file decoded here, read for another process, or the cache's segments),
+    the compression that comes back joins the video's entry: asking the same question again replays it."""
+    import shutil
+
+    from tempo.engine import Request, serve
+
+    video = tmp_path / "bikes.mp4"
+    shutil.copy(fixtures / "videos" / "bikes.mp4", video)
+    cache = tempo.VideoCache()
+
+    def compressed(question: str) -> tempo.events.Compressed:
+        request = Request(video, question, config())
+        return next(e for e in serve(fixture_model, request, cache, remote=remote)
+                    if isinstance(e, tempo.events.Compressed))
+
+    assert not compressed("How many bikes?").from_cache  # the file decoded
+    assert not compressed("What colour is the first bike?").from_cache  # the cache's segments
+    assert compressed("How many bikes?").from_cache and compressed("What colour is the first bike?").from_cache
+
+
 def test_cache_is_bounded_and_least_recently_used_goes_first():
     from tempo.engine import VideoCache
     from tempo.engine.steps import VideoKey

@@ -10,8 +10,8 @@ import pytest
 import tempo
 from tempo.config import RunConfig, SamplingConfig, Zoom
 from tempo.engine import Answers, Request
-from tempo.engine.request import answer_configs, sweep_budgets, zoomable
-from tempo.engine.zoom import asks_order, coarse_to_fine, moment_of, peaks, reason_to_zoom
+from tempo.engine.request import answer_configs, sweep_budgets
+from tempo.engine.zoom import asks_order, coarse_to_fine, looks_closer, moment_of, peaks, reason_to_zoom, zoomable
 from tempo.events import Compressed, Compression, Finished, Segment, SegmentCompressed, VideoProbed, Zoomed
 from tempo.video import SamplingPlan
 from tests.conftest import ROOT
@@ -91,8 +91,7 @@ def test_one_answer_carries_both_passes_and_the_time_of_both():
     events = list(coarse_to_fine(serve, request, lambda r: [4] * len(r), "because"))
     zoomed, = [e for e in events if isinstance(e, Zoomed)]
     assert zoomed.window == (29.0, 61.0) and zoomed.moment == 45.0 and len(zoomed.segments) == 12
-    assert calls[0].answers is Answers.ONE_IF_TOO_SHORT_TO_ZOOM  # the first pass compresses only ...
-    assert answer_configs(calls[0], whole.video, 16) == ()
+    assert calls[0] == request and looks_closer(request.question, request.config, whole.video)  # compresses ...
     closer = calls[1].config
     assert (closer.sampling.start, closer.sampling.end) == zoomed.window and calls[1].answers is Answers.ONE
     assert closer.zoom == Zoom.OFF  # ... and the second never zooms again
@@ -106,7 +105,7 @@ def test_a_video_too_short_to_zoom_is_answered_in_one_pass():
     serve, calls = scripted([[short.video, Compressed(short), finished_over(short.video)]])
     request = Request("v.mp4", "When?", RunConfig(sampling=SMALL, zoom="always"))
     events = list(coarse_to_fine(serve, request, lambda r: [4] * len(r), "because"))
-    assert answer_configs(calls[0], short.video, 16) == (request.config,) and len(calls) == 1
+    assert not looks_closer(request.question, request.config, short.video) and len(calls) == 1
     assert not any(isinstance(e, Zoomed) for e in events) and events[-1].zoom is None
 
 
@@ -119,7 +118,8 @@ def test_two_moments_too_far_apart_are_answered_from_the_whole_video_without_rep
                       RunConfig(sampling=SMALL, zoom="auto"))
     events = list(coarse_to_fine(serve, request, lambda r: [4] * len(r), "because"))
     assert [type(e) for e in events] == [VideoProbed, Compressed, Finished]
-    assert calls[1] == request and events[-1].answer == "The red circle."
+    assert calls[1] == replace(request, config=replace(request.config, zoom="off"))  # answered, not zoomed again
+    assert not looks_closer(request.question, calls[1].config, whole.video) and events[-1].answer == "The red circle."
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +154,7 @@ def test_a_request_names_its_answers_and_only_one_answer_zooms():
     asked = {answers: answer_configs(Request("v.mp4", "q", config, answers), probed, 16)
              for answers in Answers if answers is not Answers.COMPARED}
     assert asked[Answers.NONE] == () and asked[Answers.ONE] == (config,)
-    assert asked[Answers.ONE_IF_TOO_SHORT_TO_ZOOM] == ()  # 120 s sampled at 64 frames: it zooms
+    assert answer_configs(Request("v.mp4", "q", config), probed, 16, looks_closer=True) == ()  # the first pass
     sweep = asked[Answers.BUDGETS]
     assert [c.allocation.budget for c in sweep] == sweep_budgets(8, 16) and sweep[-1].allocation.strategy == "off"
     compared = Request("v.mp4", "q", config, Answers.COMPARED, compared_with=other)

@@ -11,7 +11,6 @@ from typing import cast
 
 import torch
 
-from ..allocation import allocate
 from ..config import RunConfig, setting_named
 from ..errors import OutOfMemory
 from ..events import AllocationDone, AnswerToken, Compressed, Compression, Event, Finished, Segment, SegmentCompressed
@@ -21,6 +20,7 @@ from ..timing import Timer
 from ..video import SamplingPlan
 from ..video.patches import normalize
 from ..video.segments import PreparedSegment
+from .budget import allocate_tokens, effective_budget
 from .cache import EncodedSegment
 from .job import Dialogue, Job
 
@@ -80,19 +80,6 @@ def frame_time(plan: SamplingPlan, segment: PreparedSegment | EncodedSegment) ->
     """When the frame a segment's thumbnail shows was taken."""
     times = plan.segment_frame_times(segment.index)
     return times[min(segment.shown, len(times) - 1)]
-
-
-def effective_budget(model: TempoModel, config: RunConfig) -> int:
-    """The visual token budget of a run: the configured one, else the checkpoint's."""
-    budget = config.allocation.budget
-    return model.spec.visual_token_budget if budget is None else budget
-
-
-def allocate_tokens(model: TempoModel, relevance: list[float], config: RunConfig) -> list[int]:
-    """Memory tokens kept per segment under `config`'s allocation settings (and budget, or the checkpoint's)."""
-    allocation = config.allocation
-    return allocate(relevance, effective_budget(model, config), allocation.k_min, model.spec.num_memory_tokens,
-                    allocation.strategy, allocation.seed)
 
 
 def respond(model: TempoModel, compression: Compression, config: RunConfig, timer: Timer,

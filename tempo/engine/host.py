@@ -6,6 +6,7 @@ request in one process; a server passes its own way to reach the accelerator (`d
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
@@ -23,11 +24,12 @@ from ..video import SamplingPlan, probe
 from ..video.patches import PatchGeometry
 from ..video.sandbox import SandboxedDecoder
 from ..video.segments import Decoder, LocalDecoder, PreparedSegment
-from .accelerator import allocate_tokens, effective_budget, execute, frame_time, out_of_memory_as_error, respond
+from .accelerator import execute, frame_time, out_of_memory_as_error, respond
+from .budget import allocate_tokens, effective_budget
 from .cache import VideoCache, VideoEntry, VideoKey, default_cache
 from .job import Dialogue, Job
 from .request import Answers, Request, answer_configs
-from .zoom import coarse_to_fine, reason_to_zoom
+from .zoom import coarse_to_fine, looks_closer, reason_to_zoom
 
 Accelerate = Callable[[Job], Iterable[Event]]
 
@@ -127,10 +129,7 @@ def serve(model: TempoModel, request: Request, cache: VideoCache, accelerate: Ac
     what it holds is kept in `cache`. `remote`: the accelerator is another process; the video is then read here
     first (a `SegmentRead` each), its pixels kept in the cache and sent with the job. A request for one answer whose
     `config.zoom` says so looks closer first (`zoom`): two passes."""
-
-    def one_pass(request: Request) -> Iterator[Event]:
-        return serve_once(model, request, cache, accelerate, remote)
-
+    one_pass = functools.partial(serve_once, model, cache=cache, accelerate=accelerate, remote=remote)
     reason = reason_to_zoom(request.question, request.config.zoom) if request.answers is Answers.ONE else None
     if reason is None:
         yield from one_pass(request)
@@ -141,36 +140,27 @@ def serve(model: TempoModel, request: Request, cache: VideoCache, accelerate: Ac
 
 def serve_once(model: TempoModel, request: Request, cache: VideoCache, accelerate: Accelerate | None = None,
                remote: bool = False) -> Iterator[Event]:
-    """One pass of `serve` over what `request.config` samples, never looking closer."""
+    """One pass of `serve` over what `request.config` samples, never looking closer: the job made from what the
+    cache holds or the file, sent to the accelerator, and what comes back kept."""
     config = request.config
-    accelerate = accelerate or model_here(model)
+    accelerate = accelerate or functools.partial(execute, model)
     timer = Timer()
     query, dialogue = conversation_turn(model, request.question, request.history)
     with out_of_memory_as_error(), opened(request.video, config, cache, model.geometry, timer) as source:
         check_duration(source.probed, config.limits)
         yield source.probed
-        answer_under = answer_configs(request, source.probed, model.spec.num_memory_tokens)
+        answer_under = answer_configs(request, source.probed, model.spec.num_memory_tokens,
+                                      looks_closer(request.question, config, source.probed))
         for answer_config in answer_under or (config,):
             check_budget(source.probed.num_segments, effective_budget(model, answer_config),
                          answer_config.allocation.strategy, config.sampling.segment_frames)
         job = Job(query, source.probed, source.plan, config.micro_batch, answer_under, timer, dialogue=dialogue)
-        known = cache.compression(source.key, query) if source.cached is not None and source.key is not None else None
-        if known is not None:
-            yield from replayed(source, known, replace(job, compression=known), accelerate)
-        elif source.cached is not None:
-            yield from from_cached_segments(source, replace(job, segments=source.cached.segments), accelerate, cache)
-        elif remote:
-            yield from read_then_sent(source, job, accelerate, cache)
-        else:
-            yield from decoded_here(source, job, accelerate, cache)
-
-
-def model_here(model: TempoModel) -> Accelerate:
-    """The accelerator's half in this process: `execute` on `model`."""
-
-    def accelerate(job: Job) -> Iterator[Event]:
-        return execute(model, job)
-    return accelerate
+        job = yield from with_segments(source, job, cache, remote)
+        if job.compression is not None and not job.answer_configs:
+            return  # asked before, and only for the compression: nothing for the accelerator to do
+        for event in accelerate(job):
+            remember(source, event, cache)
+            yield event
 
 
 def conversation_turn(model: TempoModel, question: str, history: Sequence[Exchange]) -> tuple[str, Dialogue]:
@@ -183,49 +173,41 @@ def conversation_turn(model: TempoModel, question: str, history: Sequence[Exchan
     return query, Dialogue(question, kept, dropped)
 
 
-def replayed(source: Source, compression: Compression, job: Job, accelerate: Accelerate) -> Iterator[Event]:
-    """Asked before: the compression replays from the cache (`Compressed` says so first, then each segment as
-    it was), and the accelerator only answers, if there is anything to answer."""
-    yield Compressed(compression, from_cache=True)  # a caller after the compression alone stops here
-    assert source.cached is not None  # a compression is only found in a cached video's entry
-    for segment, relevance in zip(source.cached.segments, compression.relevance):
-        record = Segment(segment.index, *source.plan.span(segment.index), relevance, frame=segment.thumbnail,
-                         frame_time=frame_time(source.plan, segment))
-        yield SegmentCompressed(record, source.probed.num_segments)
-    if job.answer_configs:
-        yield from accelerate(job)
-
-
-def from_cached_segments(source: Source, job: Job, accelerate: Accelerate, cache: VideoCache) -> Iterator[Event]:
-    """A new question about a video the cache holds: its segments (pixels or vision features) go to the
-    accelerator, and the compression that comes back joins them."""
-    for event in accelerate(job):
-        if isinstance(event, Compressed) and source.key is not None:  # a video without a key is not cached
-            cache.remember(source.key, event.compression)
-        yield event
-
-
-def read_then_sent(source: Source, job: Job, accelerate: Accelerate, cache: VideoCache) -> Iterator[Event]:
-    """A new video for an accelerator in another process: every segment is read here first, its pixels cached,
-    then sent."""
+def with_segments(source: Source, job: Job, cache: VideoCache, remote: bool) -> Generator[Event, None, Job]:
+    """`job` with what the accelerator works from, from one of three sources: the compression the cache holds for
+    its query (replayed here: `Compressed`, then each segment as it was), the segments the cache holds (pixels or
+    vision features), or the file: read here first for an accelerator in another process (a `SegmentRead` each,
+    the pixels cached), else streamed from the decoder as it reads, the vision features coming back to be cached."""
+    if source.cached is not None:
+        known = cache.compression(source.key, job.query) if source.key is not None else None
+        if known is None:
+            return replace(job, segments=source.cached.segments)
+        yield Compressed(known, from_cache=True)  # a caller after the compression alone stops here
+        for segment, relevance in zip(source.cached.segments, known.relevance):
+            record = Segment(segment.index, *source.plan.span(segment.index), relevance, frame=segment.thumbnail,
+                             frame_time=frame_time(source.plan, segment))
+            yield SegmentCompressed(record, source.probed.num_segments)
+        return replace(job, compression=known)
     assert source.decoder is not None  # a video the cache lacks has been opened
+    if not remote:
+        keep = cache.max_bytes if source.key is not None else 0
+        return replace(job, segments=source.decoder.segments(), keep_vision_bytes=keep)
     segments = yield from read_all(source.decoder.segments(), source.probed.num_segments)
     if source.key is not None:
         cache.put(source.key, VideoEntry(source.probed, source.plan, segments))
-    yield from from_cached_segments(source, replace(job, segments=segments), accelerate, cache)
+    return replace(job, segments=segments)
 
 
-def decoded_here(source: Source, job: Job, accelerate: Accelerate, cache: VideoCache) -> Iterator[Event]:
-    """A new video for an accelerator in this process: segments stream from the decoder as they are read, and
-    their vision features come back with the compression to be cached with it, where they fit."""
-    assert source.decoder is not None  # a video the cache lacks has been opened
-    keep = cache.max_bytes if source.key is not None else 0
-    for event in accelerate(replace(job, segments=source.decoder.segments(), keep_vision_bytes=keep)):
-        if isinstance(event, Compressed) and event.vision is not None:
-            assert source.key is not None  # vision comes back only when kept: keep > 0
-            compressions = OrderedDict({event.compression.query: event.compression})
-            cache.put(source.key, VideoEntry(source.probed, source.plan, event.vision, compressions))
-        yield event
+def remember(source: Source, event: Event, cache: VideoCache) -> None:
+    """A compression that comes back joins its video's cache entry; one that brings the vision features of a video
+    decoded here makes that entry (a video without a key is not cached)."""
+    if not isinstance(event, Compressed) or source.key is None:
+        return
+    if event.vision is not None:  # vision comes back only when kept, for a video the cache lacked
+        compressions = OrderedDict({event.compression.query: event.compression})
+        cache.put(source.key, VideoEntry(source.probed, source.plan, event.vision, compressions))
+    else:
+        cache.remember(source.key, event.compression)  # kept where the video's entry is
 
 
 def read_all(segments: Iterable[PreparedSegment], total: int) -> Generator[SegmentRead, None, list[PreparedSegment]]:

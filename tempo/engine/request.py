@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from ..allocation import Strategy
-from ..config import RunConfig, SamplingConfig
+from ..config import RunConfig
 from ..events import VideoProbed
 from ..model.prompts import Exchange
 
@@ -20,10 +20,9 @@ class Answers(str, Enum):
     """Which answers a request gives once its video is compressed (one trip to the accelerator for all of them)."""
 
     NONE = "none"  # the compression alone
-    ONE = "one"  # the question under `config`; the answer looks closer first where `config.zoom` says so
+    ONE = "one"  # the question under `config`; where `config.zoom` looks closer, this pass only compresses
     COMPARED = "compared"  # under `config`, then under `compared_with`: two allocations of one compression
     BUDGETS = "budgets"  # `config`'s strategy at budgets from one token per segment to every memory token
-    ONE_IF_TOO_SHORT_TO_ZOOM = "one if too short to zoom"  # zoom's first pass: answers only where it cannot zoom
 
 
 @dataclass(frozen=True)
@@ -40,12 +39,6 @@ class Request:
     def __post_init__(self) -> None:
         if (self.answers is Answers.COMPARED) != (self.compared_with is not None):
             raise ValueError("compared_with is given exactly when the request's answers are Answers.COMPARED")
-
-
-def zoomable(probed: VideoProbed, sampling: SamplingConfig) -> bool:
-    """Whether a closer window exists: the stretch sampled is longer than the full rate can cover."""
-    low, high = sampling.stretch(probed.duration)
-    return sampling.max_frames / sampling.fps < high - low
 
 
 def sweep_budgets(num_segments: int, k_max: int, count: int = SWEEP_BUDGETS) -> list[int]:
@@ -70,17 +63,19 @@ def sweep_configs(config: RunConfig, num_segments: int, k_max: int,
     return rows
 
 
-def answer_configs(request: Request, probed: VideoProbed, k_max: int) -> tuple[RunConfig, ...]:
-    """The configs the accelerator answers `request` under, one answer each, for the video `probed` says."""
+def answer_configs(request: Request, probed: VideoProbed, k_max: int, looks_closer: bool = False
+                   ) -> tuple[RunConfig, ...]:
+    """The configs the accelerator answers `request` under, one answer each, for the video `probed` says;
+    `looks_closer`: one answer comes after zoom's closer pass (`zoom.looks_closer`), so this pass gives none."""
     config = request.config
     match request.answers:
         case Answers.NONE:
             return ()
         case Answers.ONE:
-            return (config,)
+            return () if looks_closer else (config,)
         case Answers.COMPARED:
             assert request.compared_with is not None  # Request checks it
             return (config, request.compared_with)
         case Answers.BUDGETS:
             return tuple(sweep_configs(config, probed.num_segments, k_max))
-    return () if zoomable(probed, config.sampling) else (config,)  # ONE_IF_TOO_SHORT_TO_ZOOM
+    raise ValueError(f"unknown answers {request.answers!r}")

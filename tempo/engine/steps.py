@@ -2,15 +2,8 @@
 check, live mode and analysis (another allocation of a compression). Everything else enters through
 `tempo.engine`."""
 
-from .accelerator import (
-    allocate_tokens,
-    compress_batch,
-    effective_budget,
-    encode_batch,
-    micro_batches,
-    out_of_memory_as_error,
-    respond,
-)
+from .accelerator import compress_batch, encode_batch, micro_batches, out_of_memory_as_error, respond
+from .budget import allocate_tokens, effective_budget
 from .cache import EncodedSegment, VideoEntry, VideoKey, default_cache, give_back_freed_memory
 from .host import open_decoder
 from .job import Dialogue

@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 
-from ..config import SamplingConfig, Zoom
+from ..config import RunConfig, SamplingConfig, Zoom
 from ..events import Compressed, Compression, Event, Finished, Segment, SegmentCompressed, VideoProbed, Zoomed
-from .request import Answers, Request
+from .request import Request
 
 # What makes a question one about time: "when", "what time", "from when to when", "how long"; and about order:
 # "which ... first", "before or after", "earlier or later".
@@ -42,6 +42,18 @@ def reason_to_zoom(question: str, mode: str) -> str | None:
     if WHEN.search(question):
         return "the question asks when"
     return None
+
+
+def zoomable(probed: VideoProbed, sampling: SamplingConfig) -> bool:
+    """Whether a closer window exists: the stretch sampled is longer than the full rate can cover."""
+    low, high = sampling.stretch(probed.duration)
+    return sampling.max_frames / sampling.fps < high - low
+
+
+def looks_closer(question: str, config: RunConfig, probed: VideoProbed) -> bool:
+    """Whether a request for one answer to `question` looks closer into `probed` before answering: then its pass over
+    the whole video compresses only, and the answer comes from the window's pass."""
+    return reason_to_zoom(question, config.zoom) is not None and zoomable(probed, config.sampling)
 
 
 def peaks(relevance: Sequence[float], count: int) -> list[int]:
@@ -73,12 +85,12 @@ def moment_of(compression: Compression, question: str, sampling: SamplingConfig)
 
 def coarse_to_fine(one_pass: OnePass, request: Request, allocate: Callable[[list[float]], list[int]],
                    reason: str) -> Iterator[Event]:
-    """The whole video's pass (compression only, unless it is too short to zoom: then it answers), then `Zoomed`
-    and the window's pass, whose `Finished` carries the first pass and the time both took."""
+    """The whole video's pass (compression only, unless it is too short to zoom: then it answers, `looks_closer`),
+    then `Zoomed` and the window's pass, whose `Finished` carries the first pass and the time both took."""
     started = time.perf_counter()
     config = request.config
     whole: Compression | None = None
-    for event in one_pass(replace(request, answers=Answers.ONE_IF_TOO_SHORT_TO_ZOOM)):
+    for event in one_pass(request):
         if isinstance(event, Compressed):
             whole = event.compression
         yield event
@@ -109,8 +121,8 @@ def coarse_to_fine(one_pass: OnePass, request: Request, allocate: Callable[[list
 
 
 def answered_again(one_pass: OnePass, request: Request) -> Iterator[Event]:
-    """The whole video answered after all: its compression replays from the cache, so only the answer's events are
-    new."""
-    for event in one_pass(request):
+    """The whole video answered after all (zoom off): its compression replays from the cache, so only the answer's
+    events are new."""
+    for event in one_pass(replace(request, config=replace(request.config, zoom=Zoom.OFF.value))):
         if not isinstance(event, (VideoProbed, Compressed, SegmentCompressed)):
             yield event
