@@ -46,7 +46,7 @@ def files(tmp_path):
 def test_recall_and_mean_iou_by_hand(files):
     scores = metrics.score(read_predictions(files[1]), read_annotations(files[0]))
     ious = [2 / 3, 1 / 3, 1.0]
-    assert scores.per_query_iou == pytest.approx(ious, abs=1e-9)
+    assert list(scores.per_query_iou.values()) == pytest.approx(ious, abs=1e-9)
     assert scores.recall[0.3] == pytest.approx(1.0, abs=1e-6)
     assert scores.recall[0.5] == pytest.approx(2 / 3, abs=1e-6)
     assert scores.recall[0.7] == pytest.approx(1 / 3, abs=1e-6)
@@ -113,8 +113,9 @@ def test_the_command_scores_a_submission(files, tmp_path, capsys):
     out = tmp_path / "metrics.json"
     assert grounding.main(["--annotations", files[0], "--predictions", files[1], "--json", str(out)]) == 0
     row = json.loads(out.read_text())["rows"]["predictions"]
-    assert row["R1@0.5"] == pytest.approx(2 / 3, abs=1e-6) and row["HIT@1"] == 1.0
-    assert "| predictions | 100.0 | 66.7 | 33.3 |" in capsys.readouterr().out
+    assert row["MR-full-R1@0.5"] == 66.67 and row["HL-min-VeryGood-Hit1"] == 100.0
+    printed = capsys.readouterr().out
+    assert "| MR-full-R1@0.5 | 66.67 |" in printed and "| MR-full-R1@0.3 | 100.00 |" in printed
 
 
 def test_tempo_eval_grounding_is_the_same_command(files, tmp_path):
@@ -122,7 +123,7 @@ def test_tempo_eval_grounding_is_the_same_command(files, tmp_path):
 
     out, err = tmp_path / "metrics.json", io.StringIO()
     assert main(["eval", "grounding", "--annotations", files[0], "--predictions", files[1], "--json", str(out)]) == 0
-    assert json.loads(out.read_text())["rows"]["predictions"]["R1@0.5"] == pytest.approx(2 / 3, abs=1e-6)
+    assert json.loads(out.read_text())["rows"]["predictions"]["MR-full-R1@0.5"] == 66.67
     assert main(["eval", "grounding", "--annotations", files[0]], err=err) == 2
     assert "give --videos" in err.getvalue()
 
