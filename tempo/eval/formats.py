@@ -60,7 +60,7 @@ def read_annotations(path: str) -> list[Annotation]:
     return [reader(path, number, line) for number, line in lines]
 
 
-def interval(values: Sequence[float]) -> tuple[float, float]:
+def interval(values: Sequence[float | str]) -> tuple[float, float]:
     """A [start, end] pair of finite seconds, the end not before the start; else a ValueError that names it."""
     start, end = float(values[0]), float(values[1])
     if not (math.isfinite(start) and math.isfinite(end)) or end < start:
