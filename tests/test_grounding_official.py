@@ -130,12 +130,16 @@ def test_an_iou_on_a_threshold_follows_each_formula():
 
 def test_ranking_precision_takes_ties_together():
     """Relevant c3 enters with irrelevant c2 at 0.5 after irrelevant c1: one term, 1 of 3 (h1, VeryGood); with c1
-    and c2 relevant, 1 at c1, then 2 of 3: 5/6 (h1, Fair, annotator 1)."""
+    and c2 relevant, 1 at c1, then 2 of 3: 5/6 (h1, Fair, annotator 1). Values as the benchmark's `get_ap` gives."""
     relevant = [False, False, False, True, False]
     predicted = [0.1, 0.9, 0.5, 0.5, 0.3]
     assert ranking_precision(np.array(relevant), np.array(predicted)) == pytest.approx(1 / 3, abs=1e-6)
     assert ranking_precision(np.array([False, True, True, False, False]), np.array(predicted)) == \
         pytest.approx(5 / 6, abs=1e-6)
+    # c0, c2, c3 relevant: c2 and c3 enter together at 2 of 3, c0 last at 3 of 5; the terms are averaged, not
+    # weighted by how much recall each brings: (2/3 + 3/5) / 2 = 19/30 (weighted it would be 29/45)
+    assert ranking_precision(np.array([True, False, True, True, False]), np.array(predicted)) == \
+        pytest.approx(19 / 30, abs=1e-6)
 
 
 @pytest.mark.parametrize("protocol", metrics.PROTOCOLS)
