@@ -12,7 +12,7 @@ import pytest
 
 from tempo.errors import InputError
 from tempo.eval import grounding, metrics
-from tempo.eval.formats import read_annotations, read_predictions
+from tempo.eval.formats import Prediction, read_annotations, read_predictions, write_predictions
 from tempo.eval.highlights import ranking_precision
 
 SALIENT = {"relevant_clip_ids": [0], "saliency_scores": [[4, 4, 4]]}  # clip 0 very good to all three annotators
@@ -200,3 +200,11 @@ def test_a_bad_window_is_refused_with_its_line(tmp_path, window, says):
 def test_an_unknown_protocol_is_named(tmp_path):
     with pytest.raises(ValueError, match="unknown protocol 'paper': choose one of ours, official"):
         scored(tmp_path, RULES_TRUTH[:1], RULES_PREDICTED[:1], "paper")
+
+
+def test_a_written_submission_reads_back_exactly(tmp_path):
+    """Saliency 2.0 + 1e-8 and 2.0 differ in the ninth digit (the highlight is a moment's middle by a hair): the file
+    keeps them apart, so the benchmark's command ranks the clips as the scores here did."""
+    written = [Prediction("1", ((12.34567891, 15.2, 0.912345678),), (2.0, 2.0 + 1e-8, 0.1))]
+    write_predictions(written, str(tmp_path / "p.jsonl"))
+    assert read_predictions(str(tmp_path / "p.jsonl")) == written

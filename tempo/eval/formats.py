@@ -141,10 +141,11 @@ def _finite(value: float) -> float:
 
 
 def write_predictions(predictions: Sequence[Prediction], path: str) -> None:
-    """Predictions as a QVHighlights submission file, which the benchmark's own evaluation also reads."""
+    """Predictions as a QVHighlights submission file, which the benchmark's own evaluation also reads; at full
+    precision, since rounding ties clips whose saliency differs in the seventh digit and moves IoUs off thresholds."""
     with open(path, "w", encoding="utf-8") as f:
         for p in predictions:
-            record: dict = {"qid": p.qid, "pred_relevant_windows": [[round(v, 4) for v in w] for w in p.intervals]}
+            record: dict = {"qid": p.qid, "pred_relevant_windows": [list(w) for w in p.intervals]}
             if p.saliency is not None:
-                record["pred_saliency_scores"] = [round(s, 6) for s in p.saliency]
+                record["pred_saliency_scores"] = list(p.saliency)
             f.write(json.dumps(record) + "\n")
