@@ -156,3 +156,15 @@ def test_the_highlight_is_the_best_moment_s_middle():
     order = sorted(range(20), key=lambda c: -saliency[c])
     assert order[0] == 7 and set(order[:5]) == {5, 6, 7, 8, 9} and set(order[5:7]) == {15, 16}
     assert order[7] in (0, 1) and saliency[0] == 0.95
+
+
+def test_the_export_without_videos_writes_the_annotations_alone(tmp_path):
+    """--no-videos: the same records (vid named as the video would be), and no video rendered."""
+    from tempo.eval.export import export
+    from tempo.synthetic import generate_video
+
+    records = export(7, 1, str(tmp_path), 60.0, 60.0, videos=False)
+    video = generate_video(7, min_duration=60.0, max_duration=60.0)
+    assert {a.vid for a in records} == {f"synthetic-7-{video.duration:.1f}s"}
+    assert [a.qid for a in read_annotations(str(tmp_path / "annotations.jsonl"))] == [a.qid for a in records]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["annotations.jsonl", "charades.txt"]
