@@ -13,7 +13,7 @@ import numpy as np
 from ..command_line import run_alone
 from ..errors import InputError
 from ..synthetic import Question, generate_video
-from ..train.evaluate import check_seeds, questions_of, video_file, video_name
+from ..train.evaluate import check_seeds, questions_of, video_file
 from .formats import CLIP_SECONDS, SALIENCY_MAX, Annotation, write_charades, write_qvhighlights
 
 FAMILIES = ("needle", "grounding", "interval")  # the questions whose evidence is where the answer is
@@ -57,8 +57,7 @@ def export(seed: int, n: int, directory: str, min_duration: float, max_duration:
             video = video_file(video_seed, min_duration, max_duration, directory)[1]
         else:
             video = generate_video(video_seed, min_duration=min_duration, max_duration=max_duration)
-        vid = video_name(video_seed, video)
-        annotations += [annotation(q, video_seed, vid, video.duration)
+        annotations += [annotation(q, video_seed, video.name, video.duration)
                         for q in questions_of(video, video_seed, families)]
     write_qvhighlights(annotations, os.path.join(directory, "annotations.jsonl"))
     write_charades(annotations, os.path.join(directory, "charades.txt"))
