@@ -55,6 +55,7 @@ def test_the_from_and_to_settings_parse_the_same_way():
 ANYTHING = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=60),
     st.from_regex(r"\A-?[0-9]{0,400}(:[0-9]{0,400}){0,3}(\.[0-9]{0,5})?(e-?[0-9]{1,4})?\Z"),
+    st.builds(lambda digits, tail: "9" * digits + tail, st.integers(0, 1000), st.sampled_from(["", ":00", ":00:00"])),
     st.lists(st.integers(), max_size=2))
 
 
