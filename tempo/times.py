@@ -71,7 +71,8 @@ def seconds_given(value: object, label: str) -> float | None:
     seconds = clock_seconds(value, label)
     if seconds is None:
         return None
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or math.isnan(seconds):
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or (isinstance(seconds, float)
+                                                                             and math.isnan(seconds)):
         raise InputError(f"{label} must be {TIME_EXAMPLE} (got {quoted(value)}).")
     if seconds < 0:
         raise InputError(f"{label} must be 0 or later: times count from the video's start (got {quoted(value)}).")
