@@ -208,3 +208,21 @@ def test_a_written_submission_reads_back_exactly(tmp_path):
     written = [Prediction("1", ((12.34567891, 15.2, 0.912345678),), (2.0, 2.0 + 1e-8, 0.1))]
     write_predictions(written, str(tmp_path / "p.jsonl"))
     assert read_predictions(str(tmp_path / "p.jsonl")) == written
+
+
+@pytest.mark.parametrize("protocol, queries, mean_precision", [("ours", 2, 50.0), ("official", 1, 100.0)])
+def test_the_model_rows_follow_the_protocol(tmp_path, protocol, queries, mean_precision):
+    """Kept observations, so no model runs: the decoder said 0-10 s for o1 (its truth exactly: 100 at every
+    threshold) and named no interval for o2, a miss under ours and left out under official."""
+    truth = [{"qid": q, "query": "q", "vid": "v", "duration": 40, "relevant_windows": [[0, 10]]} for q in ("o1", "o2")]
+    segments = [[4.0 * i, 4.0 * i + 4, 0.9 if i < 3 else 0.1] for i in range(10)]
+    seen = [{"qid": q, "duration": 40.0, "answer": said, "seconds": 1.0, "segments": segments, "window": []}
+            for q, said in (("o1", "From 0 to 10 seconds."), ("o2", "I cannot tell."))]
+    out = tmp_path / "metrics.json"
+    assert grounding.main(["--annotations", write_jsonl(tmp_path / "truth.jsonl", truth), "--videos", str(tmp_path),
+                           "--observations", write_jsonl(tmp_path / "seen.jsonl", seen), "--protocol", protocol,
+                           "--json", str(out)]) == 0
+    answer = json.loads(out.read_text())["rows"]["answer"]
+    assert (answer["queries"], answer["MR-full-mAP"], answer["MR-full-R1@0.7"]) == (queries, mean_precision,
+                                                                                   mean_precision)
+    assert answer["refused"] == {"o2": "no predicted interval (its R1 stops with an IndexError)"}
