@@ -22,7 +22,8 @@ import numpy as np
 
 from tempo.eval.formats import CLIP_SECONDS, Prediction, read_annotations
 from tempo.eval.grounding import load_observations
-from tempo.eval.metrics import MAX_INTERVALS, Scores, hit_at_one, score
+from tempo.eval.highlights import hit_at_one
+from tempo.eval.metrics import MAX_INTERVALS, Scores, score
 from tempo.eval.observe import Observation, clip_saliency
 from tempo.moments import find_moments
 

@@ -16,10 +16,7 @@ import numpy as np
 
 from ..synthetic import temporal_iou
 from .formats import CLIP_SECONDS, Annotation, Prediction
-from .highlights import LEVELS, highlight_scores, hit_at_one
-
-__all__ = ["AP_IOUS", "LENGTHS", "MAX_INTERVALS", "PROTOCOLS", "RECALL_IOUS", "Scores", "average_precision",
-           "hit_at_one", "overlap_iou", "refusals", "score", "top_iou"]
+from .highlights import LEVELS, highlight_scores
 
 RECALL_IOUS = (0.3, 0.5, 0.7)  # QVHighlights reports 0.5 and 0.7; Charades-STA papers add 0.3
 AP_IOUS = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)  # QVHighlights' 0.5:0.95
