@@ -10,6 +10,7 @@ from tempo.errors import InputError
 from tempo.eval import grounding, metrics
 from tempo.eval.export import annotation, clip_saliency
 from tempo.eval.formats import Annotation, Prediction, read_annotations, read_predictions
+from tempo.eval.highlights import hit_at_one
 from tempo.eval.observe import clip_saliency as clip_relevance
 from tempo.events import Segment
 from tempo.moments import Moment
@@ -80,9 +81,9 @@ def test_only_the_first_ten_windows_count():
 def test_hit_at_one_by_hand():
     """Clip 1 is scored 4 by one annotator (a hit); clip 2 at most 3 (no hit); clip 4 not at all (no hit)."""
     truth = Annotation("3", "q", "v", ((2, 6),), 10.0, (1, 2), ((4, 2, 1), (3, 3, 3)))
-    assert metrics.hit_at_one([0.1, 0.9, 0.5, 0.2, 0.3], truth, 10.0) == 1.0
-    assert metrics.hit_at_one([0.1, 0.5, 0.9, 0.2, 0.3], truth, 10.0) == 0.0
-    assert metrics.hit_at_one([0.1, 0.5, 0.5, 0.2, 0.9], truth, 10.0) == 0.0
+    assert hit_at_one([0.1, 0.9, 0.5, 0.2, 0.3], truth, 10.0) == 1.0
+    assert hit_at_one([0.1, 0.5, 0.9, 0.2, 0.3], truth, 10.0) == 0.0
+    assert hit_at_one([0.1, 0.5, 0.5, 0.2, 0.9], truth, 10.0) == 0.0
     scores = metrics.score([Prediction("3", ((2, 6, 1.0),), (0.1, 0.5, 0.9, 0.2, 0.3))], [truth])
     assert scores.hit1 == 0.0
 
