@@ -28,7 +28,7 @@ from tempo.model import TempoModel
 from tempo.model.prompts import Exchange
 from tempo.render.report import Asked, Truth, write_report
 from tempo.synthetic import Question, is_correct
-from tempo.times import clock_seconds
+from tempo.times import quoted, seconds_given
 from tempo.video.clip import Clip, cut_clip
 
 from .device import Device, on_device
@@ -203,13 +203,13 @@ class Server:
         """[`start`, `end`) (seconds, or m:ss) of a file a visitor may open, cut into `folder` as an mp4 (its
         headers checked against the limits first; its length capped by them)."""
         path = self.visitor_video(video)
-        first, last = clock_seconds(start, "The clip's start"), clock_seconds(end, "The clip's end")
-        if isinstance(first, bool) or isinstance(last, bool) or not isinstance(first, (int, float)) \
-                or not isinstance(last, (int, float)):
-            raise InputError(f"A clip needs its start and end, in seconds or as m:ss (got {start!r} and {end!r}).")
+        first, last = seconds_given(start, "The clip's start"), seconds_given(end, "The clip's end")
+        if first is None or last is None:
+            raise InputError(f"A clip needs its start and end, in seconds or as m:ss (got {quoted(start)} and "
+                             f"{quoted(end)}).")
         check_file(path, self.limits)
         name = f"{Path(path).stem[:60]}-{first:.0f}s-{math.ceil(last)}s.mp4"
-        return cut_clip(path, float(first), float(last), folder / name, self.limits)
+        return cut_clip(path, first, last, folder / name, self.limits)
 
     def compare(self, request: Request, others: Mapping[str, object]) -> Comparison:
         """The request's allocation and another (`others`: the compared settings' values) of one compression."""

@@ -17,7 +17,7 @@ from typing import Any, Protocol, cast
 
 from .allocation import STRATEGIES, TRUNCATIONS, Strategy
 from .errors import InputError
-from .times import clock_said, clock_seconds, quoted
+from .times import LATEST_S, clock_said, quoted, seconds_given
 
 
 class Checkpoint(Protocol):
@@ -307,7 +307,7 @@ class Setting:
                               and self.value_in(RunConfig()) is None):
             return None  # the checkpoint's, or the place's
         if self.clock:
-            value = clock_seconds(value, self.label)
+            value = seconds_given(value, self.label)
             if value is None:
                 return None
         if self.choices is not None:
@@ -354,8 +354,8 @@ SETTINGS: tuple[Setting, ...] = (
             "decode intra frames only: an hour in seconds, but not the released sampling",
             surfaces=frozenset({CLI, BATCH})),
     Setting("start", "sampling", float, "From", "analyse the video from this time (m:ss or seconds; empty: the "
-            "beginning)", 0, 24 * 3600, unit="s", clock=True),
-    Setting("end", "sampling", float, "To", "up to this time (m:ss or seconds; empty: the end)", 0, 24 * 3600,
+            "beginning)", 0, LATEST_S, unit="s", clock=True),
+    Setting("end", "sampling", float, "To", "up to this time (m:ss or seconds; empty: the end)", 0, LATEST_S,
             unit="s", clock=True),
     Setting("zoom", "run", str, "Zoom", "compress the whole video, then ask again over the stretch around its "
             "most relevant moment, sampled at the full 2 fps", choices=ZOOMS),

@@ -3,9 +3,13 @@ messages), and the two ways times come back in: typed as a setting, and named in
 
 from __future__ import annotations
 
+import math
 import re
 
 from .errors import InputError
+
+LATEST_S = 24 * 3600.0  # the latest time anyone may name in a video: a day
+TIME_EXAMPLE = "a time such as 12:00, 1:02:03 or 720 seconds"
 
 
 def clock(seconds: float, decimals: int = 0) -> str:
@@ -56,10 +60,25 @@ def clock_seconds(value: object, label: str) -> object:
             raise ValueError
         for place, part in enumerate(reversed(parts[:-1])):
             seconds += int(part) * 60 ** (place + 1)
-    except ValueError:
-        raise InputError(f"{label} must be a time such as 12:00, 1:02:03 or 720 seconds (got {quoted(value)}).") \
-            from None
+    except (ValueError, OverflowError):  # OverflowError: hours or minutes with hundreds of digits
+        raise InputError(f"{label} must be {TIME_EXAMPLE} (got {quoted(value)}).") from None
     return seconds
+
+
+def seconds_given(value: object, label: str) -> float | None:
+    """A time a visitor or an agent sent (seconds, "m:ss" or "h:mm:ss"; None or "" for none), parsed once: seconds
+    from the video's start, 0 to LATEST_S, or an InputError whose sentence names what was wrong."""
+    seconds = clock_seconds(value, label)
+    if seconds is None:
+        return None
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or (isinstance(seconds, float)
+                                                                             and math.isnan(seconds)):
+        raise InputError(f"{label} must be {TIME_EXAMPLE} (got {quoted(value)}).")
+    if seconds < 0:
+        raise InputError(f"{label} must be 0 or later: times count from the video's start (got {quoted(value)}).")
+    if seconds > LATEST_S:  # infinity and numbers too long for a float land here too
+        raise InputError(f"{label} must be at most {clock(LATEST_S)}, a day into the video (got {quoted(value)}).")
+    return float(seconds) + 0.0  # -0.0 reads as 0
 
 
 # Times as answers say them: 2:03 or 1:02:03 (a clock), or 122.9 s / 45 seconds / 3 sec.

@@ -115,3 +115,18 @@ def test_the_server_cuts_only_its_own_files(server, numbered, tmp_path, monkeypa
         server.clip(str(example), 0, 30, tmp_path)
     with pytest.raises(InputError, match="start and end"):
         server.clip(str(example), None, 30, tmp_path)
+
+
+@pytest.mark.parametrize("start, end, says", [
+    (0, "inf", "The clip's end must be at most 24:00:00"), (0, "1e309", "The clip's end must be at most 24:00:00"),
+    ("1" * 1000, 5, "The clip's start must be at most 24:00:00"), (0, float("inf"), "The clip's end must be at most"),
+    ("-5", 5, "The clip's start must be 0 or later"), ("nan", 5, "The clip's start must be a time such as"),
+    (5, 5, "A clip needs a start before its end")])
+def test_a_clip_s_times_are_refused_with_the_sentence_that_fits(server, tmp_path, monkeypatch, start, end, says):
+    """What a new user tried on /clip: each refused with what was wrong, none as an unexpected error."""
+    from demo.server import EXAMPLES_FILE
+
+    monkeypatch.setattr("demo.server.check_file", lambda *args: None)  # refused before the file is read
+    example = EXAMPLES_FILE.parent / "synthetic-900001-2min.mp4"
+    with pytest.raises(InputError, match=f"^{says}"):
+        server.clip(str(example), start, end, tmp_path)

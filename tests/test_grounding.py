@@ -10,6 +10,7 @@ from tempo.errors import InputError
 from tempo.eval import grounding, metrics
 from tempo.eval.export import annotation, clip_saliency
 from tempo.eval.formats import Annotation, Prediction, read_annotations, read_predictions
+from tempo.eval.highlights import hit_at_one
 from tempo.eval.observe import clip_saliency as clip_relevance
 from tempo.events import Segment
 from tempo.moments import Moment
@@ -46,7 +47,7 @@ def files(tmp_path):
 def test_recall_and_mean_iou_by_hand(files):
     scores = metrics.score(read_predictions(files[1]), read_annotations(files[0]))
     ious = [2 / 3, 1 / 3, 1.0]
-    assert scores.per_query_iou == pytest.approx(ious, abs=1e-9)
+    assert list(scores.per_query_iou.values()) == pytest.approx(ious, abs=1e-9)
     assert scores.recall[0.3] == pytest.approx(1.0, abs=1e-6)
     assert scores.recall[0.5] == pytest.approx(2 / 3, abs=1e-6)
     assert scores.recall[0.7] == pytest.approx(1 / 3, abs=1e-6)
@@ -80,9 +81,9 @@ def test_only_the_first_ten_windows_count():
 def test_hit_at_one_by_hand():
     """Clip 1 is scored 4 by one annotator (a hit); clip 2 at most 3 (no hit); clip 4 not at all (no hit)."""
     truth = Annotation("3", "q", "v", ((2, 6),), 10.0, (1, 2), ((4, 2, 1), (3, 3, 3)))
-    assert metrics.hit_at_one([0.1, 0.9, 0.5, 0.2, 0.3], truth, 10.0) == 1.0
-    assert metrics.hit_at_one([0.1, 0.5, 0.9, 0.2, 0.3], truth, 10.0) == 0.0
-    assert metrics.hit_at_one([0.1, 0.5, 0.5, 0.2, 0.9], truth, 10.0) == 0.0
+    assert hit_at_one([0.1, 0.9, 0.5, 0.2, 0.3], truth, 10.0) == 1.0
+    assert hit_at_one([0.1, 0.5, 0.9, 0.2, 0.3], truth, 10.0) == 0.0
+    assert hit_at_one([0.1, 0.5, 0.5, 0.2, 0.9], truth, 10.0) == 0.0
     scores = metrics.score([Prediction("3", ((2, 6, 1.0),), (0.1, 0.5, 0.9, 0.2, 0.3))], [truth])
     assert scores.hit1 == 0.0
 
@@ -113,8 +114,9 @@ def test_the_command_scores_a_submission(files, tmp_path, capsys):
     out = tmp_path / "metrics.json"
     assert grounding.main(["--annotations", files[0], "--predictions", files[1], "--json", str(out)]) == 0
     row = json.loads(out.read_text())["rows"]["predictions"]
-    assert row["R1@0.5"] == pytest.approx(2 / 3, abs=1e-6) and row["HIT@1"] == 1.0
-    assert "| predictions | 100.0 | 66.7 | 33.3 |" in capsys.readouterr().out
+    assert row["MR-full-R1@0.5"] == 66.67 and row["HL-min-VeryGood-Hit1"] == 100.0
+    printed = capsys.readouterr().out
+    assert "| MR-full-R1@0.5 | 66.67 |" in printed and "| MR-full-R1@0.3 | 100.00 |" in printed
 
 
 def test_tempo_eval_grounding_is_the_same_command(files, tmp_path):
@@ -122,7 +124,7 @@ def test_tempo_eval_grounding_is_the_same_command(files, tmp_path):
 
     out, err = tmp_path / "metrics.json", io.StringIO()
     assert main(["eval", "grounding", "--annotations", files[0], "--predictions", files[1], "--json", str(out)]) == 0
-    assert json.loads(out.read_text())["rows"]["predictions"]["R1@0.5"] == pytest.approx(2 / 3, abs=1e-6)
+    assert json.loads(out.read_text())["rows"]["predictions"]["MR-full-R1@0.5"] == 66.67
     assert main(["eval", "grounding", "--annotations", files[0]], err=err) == 2
     assert "give --videos" in err.getvalue()
 
@@ -155,3 +157,15 @@ def test_the_highlight_is_the_best_moment_s_middle():
     order = sorted(range(20), key=lambda c: -saliency[c])
     assert order[0] == 7 and set(order[:5]) == {5, 6, 7, 8, 9} and set(order[5:7]) == {15, 16}
     assert order[7] in (0, 1) and saliency[0] == 0.95
+
+
+def test_the_export_without_videos_writes_the_annotations_alone(tmp_path):
+    """--no-videos: the same records (vid named as the video would be), and no video rendered."""
+    from tempo.eval.export import export
+    from tempo.synthetic import generate_video
+
+    records = export(7, 1, str(tmp_path), 60.0, 60.0, videos=False)
+    video = generate_video(7, min_duration=60.0, max_duration=60.0)
+    assert {a.vid for a in records} == {f"synthetic-7-{video.duration:.1f}s"}
+    assert [a.qid for a in read_annotations(str(tmp_path / "annotations.jsonl"))] == [a.qid for a in records]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["annotations.jsonl", "charades.txt"]

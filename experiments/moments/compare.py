@@ -22,7 +22,8 @@ import numpy as np
 
 from tempo.eval.formats import CLIP_SECONDS, Prediction, read_annotations
 from tempo.eval.grounding import load_observations
-from tempo.eval.metrics import MAX_INTERVALS, hit_at_one, score
+from tempo.eval.highlights import hit_at_one
+from tempo.eval.metrics import MAX_INTERVALS, Scores, score
 from tempo.eval.observe import Observation, clip_saliency
 from tempo.moments import find_moments
 
@@ -144,6 +145,13 @@ def spans_of(segments) -> list[Span]:
     return [(s.start, s.end, s.relevance) for s in segments]
 
 
+def row_metrics(scores: Scores) -> dict:
+    """The metrics this comparison ranks by, as fractions (the brief's percent keys came later)."""
+    return {**{f"R1@{t}": v for t, v in scores.recall.items()}, "mIoU": scores.mean_iou,
+            "mAP@0.5": scores.average_precision[0.5], "mAP@0.75": scores.average_precision[0.75],
+            "HIT@1": scores.hit1, "queries": scores.queries}
+
+
 def evaluate(rule: Rule, observations: list[Observation], annotations) -> dict:
     rows = {}
     for row in ("relevance", "zoom"):
@@ -152,7 +160,7 @@ def evaluate(rule: Rule, observations: list[Observation], annotations) -> dict:
             whole, window = spans_of(o.segments), spans_of(o.window) if row == "zoom" else []
             ranked = with_zoom(whole, window, rule)[:MAX_INTERVALS]
             predicted.append(Prediction(o.qid, tuple(ranked)))  # HIT@1: for the shipped rule only (slow in Python)
-        rows[row] = score(predicted, annotations, {o.qid: o.duration for o in observations}).to_dict()
+        rows[row] = row_metrics(score(predicted, annotations, {o.qid: o.duration for o in observations}))
     return rows
 
 
@@ -213,7 +221,7 @@ def evaluate_shipped(observations: list[Observation], annotations) -> dict:
             found = find_moments(o.segments, window, count=MAX_INTERVALS)
             predicted.append(Prediction(o.qid, tuple((m.start, m.end, m.score) for m in found),
                                         clip_saliency(found, o.segments, window, o.duration)))
-        rows[row] = score(predicted, annotations, {o.qid: o.duration for o in observations}).to_dict()
+        rows[row] = row_metrics(score(predicted, annotations, {o.qid: o.duration for o in observations}))
     return rows
 
 

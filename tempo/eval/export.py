@@ -12,7 +12,7 @@ import numpy as np
 
 from ..command_line import run_alone
 from ..errors import InputError
-from ..synthetic import Question
+from ..synthetic import Question, generate_video
 from ..train.evaluate import check_seeds, questions_of, video_file
 from .formats import CLIP_SECONDS, SALIENCY_MAX, Annotation, write_charades, write_qvhighlights
 
@@ -46,15 +46,18 @@ def annotation(question: Question, seed: int, vid: str, duration: float) -> Anno
 
 
 def export(seed: int, n: int, directory: str, min_duration: float, max_duration: float,
-           families: tuple[str, ...] = FAMILIES) -> list[Annotation]:
-    """Videos `seed`..`seed + n - 1` written to `directory` (kept when there already) and their annotations,
-    written there as `annotations.jsonl` (QVHighlights) and `charades.txt` (Charades-STA)."""
+           families: tuple[str, ...] = FAMILIES, videos: bool = True) -> list[Annotation]:
+    """Videos `seed`..`seed + n - 1` written to `directory` (kept when there already; none without `videos`) and
+    their annotations, written there as `annotations.jsonl` (QVHighlights) and `charades.txt` (Charades-STA)."""
     check_seeds(seed, n)
+    os.makedirs(directory, exist_ok=True)
     annotations = []
     for video_seed in range(seed, seed + n):
-        path, video = video_file(video_seed, min_duration, max_duration, directory)
-        vid = os.path.splitext(os.path.basename(path))[0]
-        annotations += [annotation(q, video_seed, vid, video.duration)
+        if videos:
+            video = video_file(video_seed, min_duration, max_duration, directory)[1]
+        else:
+            video = generate_video(video_seed, min_duration=min_duration, max_duration=max_duration)
+        annotations += [annotation(q, video_seed, video.name, video.duration)
                         for q in questions_of(video, video_seed, families)]
     write_qvhighlights(annotations, os.path.join(directory, "annotations.jsonl"))
     write_charades(annotations, os.path.join(directory, "charades.txt"))
@@ -67,6 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="folder for the videos and the two annotation files")
     parser.add_argument("--min-duration", type=float, default=60.0, help="seconds (default 60)")
     parser.add_argument("--max-duration", type=float, default=3600.0, help="seconds (default 3600)")
+    parser.add_argument("--no-videos", action="store_true",
+                        help="the annotation files only: scoring kept --observations needs no video")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
     if args.n < 1:
         raise InputError("--n must be at least 1")
     try:
-        annotations = export(args.seed, args.n, args.out, args.min_duration, args.max_duration)
+        annotations = export(args.seed, args.n, args.out, args.min_duration, args.max_duration,
+                             videos=not args.no_videos)
     except ValueError as exc:
         raise InputError(str(exc)) from None
     counts = np.unique([a.qid.rsplit("-", 1)[1] for a in annotations], return_counts=True)

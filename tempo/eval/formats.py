@@ -4,6 +4,7 @@ annotation lines (`vid start end##sentence`), read into one record and written b
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -59,11 +60,20 @@ def read_annotations(path: str) -> list[Annotation]:
     return [reader(path, number, line) for number, line in lines]
 
 
+def interval(values: Sequence[float | str]) -> tuple[float, float]:
+    """A [start, end] pair of finite seconds, the end not before the start; else a ValueError that names it."""
+    start, end = float(values[0]), float(values[1])
+    if not (math.isfinite(start) and math.isfinite(end)) or end < start:
+        raise ValueError(f"the window {list(values)} is not a start and an end of finite seconds, the end not "
+                         f"before the start")
+    return start, end
+
+
 def _qvhighlights_line(path: str, number: int, line: str) -> Annotation:
     try:
         record = json.loads(line)
         return Annotation(str(record["qid"]), record["query"], record["vid"],
-                          tuple((float(s), float(e)) for s, e in record.get("relevant_windows") or ()),
+                          tuple(interval(w) for w in record.get("relevant_windows") or ()),
                           float(record["duration"]) if "duration" in record else None,
                           tuple(int(c) for c in record.get("relevant_clip_ids") or ()),
                           tuple(tuple(int(v) for v in s) for s in record.get("saliency_scores") or ()))
@@ -78,7 +88,7 @@ def _charades_line(path: str, number: int, line: str) -> Annotation:
     try:
         if not separator or len(parts) != 3:
             raise ValueError("expected 'vid start end##sentence'")
-        start, end = float(parts[1]), float(parts[2])
+        start, end = interval(parts[1:])
     except ValueError as exc:
         raise InputError(f"{path}, line {number}: not a Charades-STA line (vid start end##sentence): {exc}") \
             from None
@@ -116,20 +126,26 @@ def read_predictions(path: str) -> list[Prediction]:
                 record = json.loads(line)
                 saliency = record.get("pred_saliency_scores")
                 predictions.append(Prediction(str(record["qid"]), tuple(
-                    (float(w[0]), float(w[1]), float(w[2]) if len(w) > 2 else 1.0)
-                    for w in record["pred_relevant_windows"]),
-                    None if saliency is None else tuple(float(s) for s in saliency)))
+                    (*interval(w), _finite(w[2]) if len(w) > 2 else 1.0) for w in record["pred_relevant_windows"]),
+                    None if saliency is None else tuple(_finite(s) for s in saliency)))
             except (ValueError, KeyError, TypeError, IndexError) as exc:
                 raise InputError(f"{path}, line {number}: not a QVHighlights submission record (qid, "
                                  f"pred_relevant_windows, pred_saliency_scores): {exc}") from None
     return predictions
 
 
+def _finite(value: float) -> float:
+    if not math.isfinite(float(value)):
+        raise ValueError(f"the score {value} is not a finite number")
+    return float(value)
+
+
 def write_predictions(predictions: Sequence[Prediction], path: str) -> None:
-    """Predictions as a QVHighlights submission file, which the benchmark's own evaluation also reads."""
+    """Predictions as a QVHighlights submission file, which the benchmark's own evaluation also reads; at full
+    precision, since rounding ties clips whose saliency differs in the seventh digit and moves IoUs off thresholds."""
     with open(path, "w", encoding="utf-8") as f:
         for p in predictions:
-            record: dict = {"qid": p.qid, "pred_relevant_windows": [[round(v, 4) for v in w] for w in p.intervals]}
+            record: dict = {"qid": p.qid, "pred_relevant_windows": [list(w) for w in p.intervals]}
             if p.saliency is not None:
-                record["pred_saliency_scores"] = [round(s, 6) for s in p.saliency]
+                record["pred_saliency_scores"] = list(p.saliency)
             f.write(json.dumps(record) + "\n")

@@ -22,7 +22,7 @@ from ..engine import VideoCache
 from ..errors import InputError
 from ..model import from_pretrained
 from .formats import Annotation, read_annotations, read_predictions, write_predictions
-from .metrics import AP_IOUS, RECALL_IOUS, Scores, score
+from .metrics import LENGTHS, PROTOCOLS, Scores, score
 from .observe import ROW_NAMES, ROWS, Observation, observe, predictions
 
 log = logging.getLogger(__name__)
@@ -74,22 +74,34 @@ def run_queries(annotations: Sequence[Annotation], videos: str, model_name: str 
 
 
 def evaluate(annotations: Sequence[Annotation], observations: Sequence[Observation],
-             rows: Sequence[str] = ROWS) -> dict[str, Scores]:
+             rows: Sequence[str] = ROWS, protocol: str = "ours") -> dict[str, Scores]:
     """Each row's metrics over the annotations."""
     durations = {o.qid: o.duration for o in observations}
     predicted = [predictions(o) for o in observations]
-    return {row: score([p[row] for p in predicted], annotations, durations) for row in rows}
+    return {row: score([p[row] for p in predicted], annotations, durations, protocol) for row in rows}
 
 
 def table(results: dict[str, Scores]) -> str:
-    """The results as a Markdown table, in percent."""
-    head = ([f"R1@{t}" for t in RECALL_IOUS] + ["mIoU"] + [f"mAP@{t}" for t in AP_IOUS] + ["HIT@1"])
-    lines = ["| | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
-    for row, s in results.items():
-        values = [*s.recall.values(), s.mean_iou, *s.average_precision.values(), s.hit1]
-        lines.append(f"| {ROW_NAMES.get(row, row)} | " +
-                     " | ".join("–" if v is None else f"{100 * v:.1f}" for v in values) + " |")
+    """The results as a Markdown table: one line per key of QVHighlights' brief (then Charades-STA's R1@0.3 and
+    mIoU), one column per row, in percent to two decimals as the benchmark's command writes them."""
+    briefs = {row: s.brief() for row, s in results.items()}
+    keys = list(next(iter(briefs.values())))
+    lines = ["| | " + " | ".join(ROW_NAMES.get(row, row) for row in briefs) + " |", "|---" * (len(briefs) + 1) + "|"]
+    for key in keys:
+        lines.append(f"| {key} | " + " | ".join("–" if b[key] is None else f"{b[key]:.2f}" for b in briefs.values())
+                     + " |")
     return "\n".join(lines)
+
+
+def warn_refusals(results: dict[str, Scores]) -> None:
+    """Log each query and length range QVHighlights' own command would stop on (the official protocol's caveat)."""
+    for row, s in results.items():
+        for qid, why in s.refused.items():
+            log.warning("%s: the benchmark's command would stop on qid %s: %s", row, qid, why)
+        for name, value in s.by_length.items():
+            if value is None:
+                log.warning("%s: no true interval is %s (%g-%g s): the benchmark's command stops on an empty "
+                            "length range", row, name, *LENGTHS[name])
 
 
 DESCRIPTION = "Tempo as a moment retriever, scored with the temporal-grounding benchmarks' metrics on their files."
@@ -105,6 +117,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--observations", help="keep what each query saw here (jsonl); a rerun resumes from it")
     parser.add_argument("--no-answer", action="store_true", help="skip the decoder: the relevance rows only")
     parser.add_argument("--limit", type=int, help="only the first N queries")
+    parser.add_argument("--protocol", choices=PROTOCOLS, default="ours",
+                        help="ours (default): a query with no interval is a miss; official: as QVHighlights' "
+                             "functions, over the queries that have one, naming each its command would refuse")
     parser.add_argument("--json", dest="json_out", help="write the metrics here")
     parser.add_argument("--write-predictions", metavar="DIR",
                         help="write each row's predictions as a QVHighlights submission file in DIR")
@@ -116,13 +131,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         annotations = read_annotations(args.annotations)[:args.limit]
         if args.predictions:
-            results = {"predictions": score(read_predictions(args.predictions), annotations)}
+            results = {"predictions": score(read_predictions(args.predictions), annotations, None, args.protocol)}
         elif not args.videos:
             raise InputError("give --videos (to run the model) or --predictions (to score a file)")
         else:
             observations = run_queries(annotations, args.videos, args.model, args.observations, not args.no_answer)
             rows = tuple(r for r in ROWS if r != "answer" or not args.no_answer)
-            results = evaluate(annotations, observations, rows)
+            results = evaluate(annotations, observations, rows, args.protocol)
             if args.write_predictions:
                 os.makedirs(args.write_predictions, exist_ok=True)
                 predicted = [predictions(o) for o in observations]
@@ -131,13 +146,15 @@ def run(args: argparse.Namespace) -> int:
                                                                                f"{row}.jsonl"))
     except ValueError as exc:
         raise InputError(str(exc)) from None
+    if args.protocol == "official":
+        warn_refusals(results)
     print(table(results))
     if args.json_out:
         report = {"annotations": os.path.abspath(args.annotations), "queries": len(annotations),
-                  "model": args.model or "Tempo-Tiny (assets/tempo-tiny)",
+                  "model": None if args.predictions else args.model or "Tempo-Tiny (assets/tempo-tiny)",
+                  "predictions": args.predictions and os.path.abspath(args.predictions), "protocol": args.protocol,
                   "rows": {row: s.to_dict() for row, s in results.items()},
-                  "top_iou": {row: dict(zip([a.qid for a in annotations], s.per_query_iou))
-                              for row, s in results.items()}}
+                  "top_iou": {row: s.per_query_iou for row, s in results.items()}}
         with open(args.json_out, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=2)
     return 0

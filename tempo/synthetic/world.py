@@ -108,6 +108,11 @@ class SyntheticVideo:
     scenes: tuple[Scene, ...]
     events: tuple[Event, ...]
 
+    @property
+    def name(self) -> str:
+        """The file name (without its ending) an evaluation writes the video under, and its benchmark `vid`."""
+        return f"synthetic-{self.seed}-{self.duration:.1f}s"
+
     @cached_property
     def _scene_starts(self) -> list[float]:
         return [scene.start for scene in self.scenes]

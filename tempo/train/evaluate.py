@@ -67,7 +67,7 @@ BOOTSTRAP_RESAMPLES = 10_000
 def video_file(seed: int, min_duration: float, max_duration: float, directory: str) -> tuple[str, SyntheticVideo]:
     """The synthetic video for `seed`, written once to `directory` and reused afterwards."""
     video = generate_video(seed, min_duration=min_duration, max_duration=max_duration)
-    path = os.path.join(directory, f"synthetic-{seed}-{video.duration:.1f}s.mp4")
+    path = os.path.join(directory, video.name + ".mp4")
     if not os.path.isfile(path):
         os.makedirs(directory, exist_ok=True)
         write_mp4(video, path + ".partial.mp4", fps=VIDEO_FPS)
