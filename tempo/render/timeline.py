@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 
 from ..allocation import scaled_relevance
 from ..events import Finished, Segment, VideoProbed, Zoomed
-from ..moments import Moment
+from ..moments import Moment, shown
 from ..times import clock, span, time_mentions
 from .progress import RunProgress
 from .style import GREEN, GUIDE, INDIGO, ORANGE, RED, RELEVANCE_SCALE, TOKEN_SCALE, page_layout
@@ -74,19 +74,19 @@ MOMENT_FILL = "rgba(99, 102, 241, 0.13)"  # the moments' shade: the palette's in
 
 
 def _moments(fig: go.Figure, moments: Sequence[Moment], start: float, end: float, zoomed: bool) -> None:
-    """The run's ranked moments, shaded over the relevance with their rank on top where the axis (`start` to `end`)
-    shows them, and on the whole video's row where an answer zoomed; named in the legend."""
+    """The run's moments that stand out, shaded over the relevance with their rank on top where the axis (`start` to
+    `end`) shows them, and on the whole video's row where an answer zoomed; named in the legend."""
     least = (end - start) * EVIDENCE_MIN_SHARE
-    for rank, moment in enumerate(moments, 1):
+    for worded in shown(moments):
+        moment = worded.moment
         middle, half = (moment.start + moment.end) / 2, max(moment.end - moment.start, least) / 2
         for row in (1, 3) if zoomed else (1,):
             fig.add_vrect(x0=middle - half, x1=middle + half, fillcolor=MOMENT_FILL, line_width=0, layer="below",
                           row=row, col=1)
         if not start <= middle <= end:
             continue
-        fig.add_annotation(x=middle, xref="x", yref="y domain", y=1, text=f"<b>{rank}</b>",
-                           showarrow=False, yanchor="bottom", font=dict(size=11, color=INDIGO),
-                           hovertext=f"moment {rank}: {span(moment.start, moment.end)} · score {moment.score:.2f}")
+        fig.add_annotation(x=middle, xref="x", yref="y domain", y=1, text=f"<b>{worded.rank}</b>",
+                           showarrow=False, yanchor="bottom", font=dict(size=11, color=INDIGO), hovertext=worded.label)
     if moments:
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="moments",
                                  marker=dict(symbol="square", size=10, color=MOMENT_FILL.replace("0.13", "0.45")),
