@@ -72,12 +72,12 @@ class Shown:
 
     @property
     def words(self) -> str:
-        """Its facts in one line: "1:52–1:59 · 6 s · score 0.93"."""
+        """Its facts in one line: "01:53–01:59 · 6 s · score 1.00"."""
         return " · ".join((self.when, *self.details, f"score {self.value}"))
 
     @property
     def label(self) -> str:
-        """The facts with its rank: "moment 1: 1:52–1:59 · 6 s · score 0.93"."""
+        """The facts with its rank: "moment 1: 01:53–01:59 · 6 s · score 1.00"."""
         return f"moment {self.rank}: {self.words}"
 
 
@@ -86,7 +86,7 @@ def shown(moments: Sequence[Moment], stand_out: float = STAND_OUT) -> tuple[Show
     each worded."""
     best = max((m.score for m in moments), default=0.0)
     return tuple(Shown(rank, m, span(m.start, m.end), (f"{m.end - m.start:.0f} s",), f"{m.score:.2f}",
-                       max(0.0, m.score) / best if best > 0 else 1.0)
+                       max(0.0, m.score) / best if best > 0 else 0.0)
                  for rank, m in enumerate((m for m in moments if m.score >= stand_out * best), 1))
 
 
