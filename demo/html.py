@@ -270,8 +270,8 @@ def key_frames_html(segments: Sequence[Segment]) -> str:
 
 
 def moments_html(moments: Sequence[Moment]) -> str:
-    """The shown turn's moments that stand out, best first: each a button that plays it in the preview (and asks for
-    its clip), with its facts as `shown` words them and a bar of its score against the best one's."""
+    """The shown turn's moments as `shown` picks them, best first: each a button that plays it in the preview (and
+    asks for its clip), with its facts as `shown` words them and a bar of its score against the best one's."""
     rows = "".join(
         f"<button class='tempo-moment' data-moment='{i}' data-seconds='{s.moment.start:.2f}' "
         f"data-end='{s.moment.end:.2f}' title='Play {s.when} and make its clip'><b class='rank'>{s.rank}</b>"

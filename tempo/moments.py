@@ -6,7 +6,7 @@ between the segments' middles, stays above EDGE of the way from the median to th
 segments. Its score is its peak's relevance. Where zoom ran, the window's segments (sampled at the full rate) make
 the moments inside the window, and the whole video's make those outside it. The rule was chosen by measurement on
 the synthetic world's tuning seeds (`experiments/moments/`). Every ranked moment goes into the JSON; a person is shown
-those scoring at least STAND_OUT of the best, each worded once (`shown`), wherever it is shown."""
+those scoring at least SHOWN_SHARE of the best, each worded once (`shown`), wherever it is shown."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ TOUCH = 1e-3  # seconds: segments this close are neighbours
 # A moment is shown to a person when it scores at least this share of the best: over the 48 synthetic queries and the
 # 10-minute example it keeps every true moment (the lowest is at 0.27 of its best) and shows 2.8 moments a run, not
 # 4.2 (`python -m benchmarks.shown_moments`; docs/demo.md).
-STAND_OUT = 0.1
+SHOWN_SHARE = 0.1
 
 # A question that asks for an interval: "from when to when", "between which times", "when does it start and end".
 INTERVAL = re.compile(r"\bfrom when\b|\bbetween (what|which) times?\b|\b(start|begin)s? and (end|stop)s?\b",
@@ -81,13 +81,13 @@ class Shown:
         return f"moment {self.rank}: {self.words}"
 
 
-def shown(moments: Sequence[Moment], stand_out: float = STAND_OUT) -> tuple[Shown, ...]:
-    """The moments a person is shown, in their order (best first): those scoring at least `stand_out` of the best,
-    each worded."""
+def shown(moments: Sequence[Moment], share: float = SHOWN_SHARE) -> tuple[Shown, ...]:
+    """The moments a person is shown, in their order (best first): those scoring at least `share` of the best, each
+    worded."""
     best = max((m.score for m in moments), default=0.0)
     return tuple(Shown(rank, m, span(m.start, m.end), (f"{m.end - m.start:.0f} s",), f"{m.score:.2f}",
                        max(0.0, m.score) / best if best > 0 else 0.0)
-                 for rank, m in enumerate((m for m in moments if m.score >= stand_out * best), 1))
+                 for rank, m in enumerate((m for m in moments if m.score >= share * best), 1))
 
 
 def find_moments(segments: Sequence[Scored], window: Sequence[Scored] = (), count: int = MOMENTS,

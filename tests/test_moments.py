@@ -11,7 +11,7 @@ from tempo.engine import VideoCache, answer
 from tempo.eval.observe import observe, predictions
 from tempo.events import Segment
 from tempo.model import from_pretrained
-from tempo.moments import EDGE, STAND_OUT, Moment, answer_interval, asks_interval, find_moments, shown
+from tempo.moments import EDGE, SHOWN_SHARE, Moment, answer_interval, asks_interval, find_moments, shown
 from tempo.synthetic import generate_video, write_mp4
 
 
@@ -107,14 +107,14 @@ EXAMPLE = (Moment(112.77, 119.07, 0.9996), Moment(543.39, 547.71, 0.5625), Momen
            Moment(480.55, 486.51, 0.0158), Moment(244.64, 247.73, 0.0147))
 
 
-def test_a_person_is_shown_the_moments_that_stand_out_each_worded_once():
-    assert STAND_OUT == 0.1  # measured: python -m benchmarks.shown_moments (docs/demo.md)
+def test_a_person_is_shown_the_moments_near_the_best_each_worded_once():
+    assert SHOWN_SHARE == 0.1  # measured: python -m benchmarks.shown_moments (docs/demo.md)
     first, second = shown(EXAMPLE)  # the three under a tenth of the best are left out
     assert (first.rank, first.when, first.details, first.value, first.share) == (1, "01:53–01:59", ("6 s",), "1.00",
                                                                                  1.0)
     assert first.label == "moment 1: 01:53–01:59 · 6 s · score 1.00"
     assert second.words == "09:03–09:08 · 4 s · score 0.56" and second.share == pytest.approx(0.5625 / 0.9996)
-    assert len(shown(EXAMPLE, stand_out=0.0)) == 5 and shown(()) == ()
+    assert len(shown(EXAMPLE, share=0.0)) == 5 and shown(()) == ()
 
 
 @pytest.fixture(scope="module")

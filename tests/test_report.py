@@ -242,7 +242,7 @@ def facts(fragment: str) -> list[str]:
             for part in unescape(node).split(" · ") if part.strip()]
 
 
-def test_the_page_the_report_and_the_timeline_word_each_moment_alike_and_only_those_that_stand_out():
+def test_the_page_the_report_and_the_timeline_word_each_moment_alike_and_only_those_shown():
     run = drawn([0.01, 0.01, 0.95, 0.01, 0.01, 0.5, 0.01, 0.01, 0.04, 0.01, 0.01, 0.01], 48.0, [4] * 12, answer=".")
     assert [m.score for m in run.finished.moments] == [0.95, 0.5, 0.04]  # the third: under a tenth of the best
     expected = [["1", "00:09–00:11", "2 s", "0.95"], ["2", "00:21–00:23", "2 s", "0.50"]]

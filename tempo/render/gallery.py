@@ -1,6 +1,6 @@
-"""A run's highlights as one picture to take away: each moment that stands out with its key frame (the sharpest frame
-of its most relevant segment) and its facts as `moments.shown` words them, under the question. Made from the frames
-the run kept; only a moment the run kept no frame of has one decoded."""
+"""A run's highlights as one picture to take away: each moment a person is shown, with its key frame (the sharpest
+frame of its most relevant segment) and its facts as `moments.shown` words them, under the question. Made from the
+frames the run kept; only a moment the run kept no frame of has one decoded."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ class Highlight:
 
 def highlights(moments: Sequence[Moment], segments: Sequence[Segment],
                source: str | os.PathLike | None = None) -> list[Highlight]:
-    """Each moment that stands out with the key frame of its most relevant segment that kept one; where none did (a
+    """Each moment shown, with the key frame of its most relevant segment that kept one; where none did (a
     moment outside a zoomed window's segments), the frame in the middle of its most relevant segment, read from
     `source` if given."""
     found = []

@@ -151,8 +151,8 @@ def report_section(asked: Asked) -> str:
 
 
 def moments_html(run: RunProgress) -> str:
-    """The run's moments that stand out, best first, each with its key frame where the run kept one and its facts
-    as `shown` words them."""
+    """The run's moments as `shown` picks them, best first, each with its key frame where the run kept one and its
+    facts as `shown` words them."""
     finished = run.finished
     if finished is None or not finished.moments:
         return ""

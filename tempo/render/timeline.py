@@ -74,7 +74,7 @@ MOMENT_FILL = "rgba(99, 102, 241, 0.13)"  # the moments' shade: the palette's in
 
 
 def _moments(fig: go.Figure, moments: Sequence[Moment], start: float, end: float, zoomed: bool) -> None:
-    """The run's moments that stand out, shaded over the relevance with their rank on top where the axis (`start` to
+    """The run's moments shown, shaded over the relevance with their rank on top where the axis (`start` to
     `end`) shows them, and on the whole video's row where an answer zoomed; named in the legend."""
     least = (end - start) * EVIDENCE_MIN_SHARE
     for worded in shown(moments):
