@@ -1,10 +1,12 @@
 """Which ranked moments a person should be shown: each candidate rule (a moment is shown when its score is at least
 a share of the best one's) measured on what Tempo-Tiny's compressor saw on the 48 synthetic queries of
 `experiments/moments/` (tuning seeds 200,000-200,007 and held-out 700,000-700,007; their truth read from the world
-itself) and on the shipped 10-minute example's recorded moments. For each rule: how many moments a run shows, and
-whether the true moment (the best-ranked moment that overlaps the evidence) is still among them. No model runs.
+itself) and on the shipped examples whose evidence is one stretch (seven; Tempo-Tiny's moments on them recorded
+once, with the page's settings, by --record). For each rule: how many moments a run shows, and whether the true
+moment (the best-ranked moment that overlaps the evidence) is still among them. Without --record no model runs.
 
-    python -m benchmarks.shown_moments         # writes benchmarks/results/shown-moments.json
+    python -m benchmarks.shown_moments --record   # first, the examples' moments: results/example-moments-cpu.json
+    python -m benchmarks.shown_moments            # writes benchmarks/results/shown-moments.json
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from tempo.train.evaluate import questions_of
 
 ROOT = Path(__file__).resolve().parent.parent
 OBSERVED = [ROOT / "experiments" / "moments" / f"{name}-observations.jsonl" for name in ("tuning", "heldout")]
-EXAMPLE = ROOT / "benchmarks" / "results" / "moments-cost-cpu.json"  # the 10-minute example's moments, recorded
+RECORDED = ROOT / "benchmarks" / "results" / "example-moments-cpu.json"  # the examples' moments, from --record
 SHARES = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.5)  # 0: every ranked moment, as the page showed them before
 DURATIONS = (60.0, 3600.0)  # `tempo eval export`'s default range, which drew the observed videos
 
@@ -50,13 +52,35 @@ def synthetic_queries() -> list[Query]:
     return queries
 
 
-def example_query() -> Query:
-    """The shipped 10-minute example as `benchmarks.moments_cost` recorded it (zoom as the page sets it)."""
-    recorded = json.loads(EXAMPLE.read_text(encoding="utf-8"))
+def located_examples() -> list[dict]:
+    """The shipped examples whose evidence is one stretch of the video (a global question's is all of it)."""
     examples = json.loads((ROOT / "examples" / "examples.json").read_text(encoding="utf-8"))
-    truth = next(e for e in examples if e["label"] == recorded["example"])
-    moments = tuple(Moment(m["start"], m["end"], m["score"]) for m in recorded["moments"])
-    return Query("example: " + recorded["example"], moments, tuple(tuple(span) for span in truth["evidence"]))
+    return [e for e in examples if e["family"] != "global"]
+
+
+def record() -> None:
+    """Tempo-Tiny's ranked moments on each located example, run as the page runs it (its defaults: zoom auto; the
+    answer cut to a few tokens, which moments do not read), written to RECORDED."""
+    from tempo.config import RunConfig
+    from tempo.engine import answer
+    from tempo.model import from_pretrained
+
+    model = from_pretrained(device="cpu")
+    config = RunConfig().with_settings({"max_new_tokens": 4}, model.spec)
+    found = []
+    for example in located_examples():
+        finished = answer(model, str(ROOT / "examples" / example["video"]), example["question"], config)
+        found.append({"label": example["label"], "moments": [m.to_dict() for m in finished.moments]})
+        print(f"{example['label']}: {[m.score for m in finished.moments]}", flush=True)
+    RECORDED.write_text(json.dumps(found, indent=2) + "\n", encoding="utf-8")
+
+
+def example_queries() -> list[Query]:
+    """The located examples as --record recorded their moments."""
+    truth = {e["label"]: e["evidence"] for e in located_examples()}
+    return [Query("example: " + run["label"], tuple(Moment(m["start"], m["end"], m["score"]) for m in run["moments"]),
+                  tuple(tuple(span) for span in truth[run["label"]]))
+            for run in json.loads(RECORDED.read_text(encoding="utf-8"))]
 
 
 def true_rank(query: Query) -> int | None:
@@ -85,8 +109,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", dest="json_out", type=Path,
                         default=ROOT / "benchmarks" / "results" / "shown-moments.json")
+    parser.add_argument("--record", action="store_true", help="run Tempo-Tiny on the examples first (minutes)")
     args = parser.parse_args()
-    queries = [*synthetic_queries(), example_query()]
+    if args.record:
+        record()
+    examples = example_queries()
+    queries = [*synthetic_queries(), *examples]
     rows = [measure(queries, share) for share in SHARES]
     print(f"{len(queries)} runs; {sum(len(q.moments) for q in queries)} ranked moments")
     print("share  mean shown  most  runs showing one  true moment kept")
@@ -98,14 +126,16 @@ def main() -> int:
              if (rank := true_rank(q)) is not None and rank > 0]
     print("true moments not ranked first, their score as a share of the best: "
           + ", ".join(f"{qid} {share:.2f}" for share, qid in sorted(found)))
-    example = queries[-1]
-    print(f"{example.qid}: scores {[m.score for m in example.moments]}; shown at each share: "
-          f"{[kept(example.moments, share) for share in SHARES]}")
+    for example in examples:
+        print(f"{example.qid}: scores {[m.score for m in example.moments]}; shown at each share: "
+              f"{[kept(example.moments, share) for share in SHARES]}")
     args.json_out.parent.mkdir(parents=True, exist_ok=True)
-    args.json_out.write_text(json.dumps({"runs": len(queries), "rules": rows, "true_moments_below_the_best": dict(
-                                             (qid, round(share, 4)) for share, qid in sorted(found)),
-                                         "example_scores": [m.score for m in example.moments]}, indent=2) + "\n",
-                             encoding="utf-8")
+    args.json_out.write_text(json.dumps({
+        "runs": len(queries), "rules": rows,
+        "true_moments_below_the_best": {qid: round(share, 4) for share, qid in sorted(found)},
+        "examples": {q.qid: {"scores": [m.score for m in q.moments],
+                             "shown": [kept(q.moments, share) for share in SHARES]} for q in examples}},
+        indent=2) + "\n", encoding="utf-8")
     return 0
 
 
