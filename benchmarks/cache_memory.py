@@ -23,8 +23,13 @@ import subprocess
 import tempfile
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchmarks.app_first_segment import local_app
+
+if TYPE_CHECKING:
+    from tempo import TempoModel, VideoCache
+    from tempo.config import RunConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,6 +81,43 @@ def app_growth(paths: list[Path]) -> list[int]:
         return rss
 
 
+def counted(cache: VideoCache) -> int:
+    """The bytes the cache counts for what it holds."""
+    return sum(e.nbytes for e in cache._entries.values())
+
+
+def cached_growth(model: TempoModel, config: RunConfig, paths: list[Path]) -> dict[str, float]:
+    """Every video of `paths` after the first three (which pay the model's and allocator's first-use costs) served
+    into a cache that keeps them all, then again under a cap of a third: RSS against what the cache counts, in MB."""
+    from tempo import VideoCache, answer
+
+    cache = VideoCache(max_bytes=2**40)
+    for path in paths[:3]:
+        answer(model, path, QUESTION, config, cache)
+    start_rss, start_counted = resident_bytes(), counted(cache)
+    rss_steps, counted_steps = [], []
+    for path in paths[3:]:
+        before_rss, before_counted = resident_bytes(), counted(cache)
+        answer(model, path, QUESTION, config, cache)
+        rss_steps.append(resident_bytes() - before_rss)
+        counted_steps.append(counted(cache) - before_counted)
+    rss_total, counted_total = resident_bytes() - start_rss, counted(cache) - start_counted
+
+    # A cap of a third of what was cached: serving them all again must not grow RSS past the cap's worth.
+    cap = counted_total // 3
+    cache.max_bytes = cap
+    cache._evict()
+    capped_start = resident_bytes()
+    for path in paths[3:]:
+        answer(model, path, QUESTION, config, cache)
+    videos = len(paths) - 3
+    return {"rss_per_video_mb": rss_total / videos / 2**20, "counted_per_video_mb": counted_total / videos / 2**20,
+            "rss_over_counted": rss_total / counted_total,
+            "median_step_rss_mb": statistics.median(rss_steps) / 2**20,
+            "median_step_counted_mb": statistics.median(counted_steps) / 2**20,
+            "cap_mb": cap / 2**20, "rss_growth_after_cap_mb": (resident_bytes() - capped_start) / 2**20}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--videos", type=int, default=40, help="distinct videos to cache (default 40)")
@@ -86,7 +128,7 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING)
 
     from demo.launch import tune_malloc
-    from tempo import VideoCache, answer, from_pretrained
+    from tempo import from_pretrained
     from tempo.config import Limits, RunConfig
     from tempo.video import sandbox
 
@@ -97,42 +139,10 @@ def main() -> int:
     folder = Path(tempfile.mkdtemp(prefix="tempo-cache-memory-"))
     try:
         paths = hued_videos(folder, args.videos + 3, args.seconds)
-
-        cache = VideoCache(max_bytes=2**40)
-        for path in paths[:3]:  # the model's and allocator's first-use costs, not the cache's
-            answer(model, path, QUESTION, config, cache)
-        start_rss, start_counted = resident_bytes(), sum(e.nbytes for e in cache._entries.values())
-        rss_steps, counted_steps = [], []
-        for path in paths[3:]:
-            before_rss, before_counted = resident_bytes(), sum(e.nbytes for e in cache._entries.values())
-            answer(model, path, QUESTION, config, cache)
-            rss_steps.append(resident_bytes() - before_rss)
-            counted_steps.append(sum(e.nbytes for e in cache._entries.values()) - before_counted)
-        rss_total = resident_bytes() - start_rss
-        counted_total = sum(e.nbytes for e in cache._entries.values()) - start_counted
-
-        # A cap of a third of what was cached: serving them all again must not grow RSS past the cap's worth.
-        cap = counted_total // 3
-        cache.max_bytes = cap
-        cache._evict()
-        capped_start = resident_bytes()
-        for path in paths[3:]:
-            answer(model, path, QUESTION, config, cache)
-        capped_growth = resident_bytes() - capped_start
+        figures = {"videos": args.videos, "seconds": args.seconds, **cached_growth(model, config, paths)}
         app_rss = app_growth(paths) if args.app else None
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
-    figures = {
-        "videos": args.videos, "seconds": args.seconds,
-        "rss_per_video_mb": rss_total / args.videos / 2**20,
-        "counted_per_video_mb": counted_total / args.videos / 2**20,
-        "rss_over_counted": rss_total / counted_total,
-        "median_step_rss_mb": statistics.median(rss_steps) / 2**20,
-        "median_step_counted_mb": statistics.median(counted_steps) / 2**20,
-        "cap_mb": cap / 2**20,
-        "rss_growth_after_cap_mb": capped_growth / 2**20,
-    }
     if app_rss is not None:
         figures["app_rss_per_video_mb"] = slope(app_rss[3:]) / 2**20
         figures["app_rss_over_counted"] = figures["app_rss_per_video_mb"] / figures["counted_per_video_mb"]

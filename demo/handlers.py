@@ -19,12 +19,13 @@ from tempo.analysis import most_relevant, usable
 from tempo.engine import check_file
 from tempo.errors import InputError, TempoError
 from tempo.events import AllocationDone, AnswerToken, Finished, SegmentCompressed, SegmentRead, VideoProbed, Zoomed
+from tempo.moments import shown
 from tempo.render.export import export
 from tempo.render.gallery import write_gallery
 from tempo.render.progress import RunProgress
 from tempo.render.text import answer_text
 from tempo.render.timeline import axis_of, comparison_figure, sweep_figure, timeline_figure
-from tempo.times import clock, span
+from tempo.times import clock
 
 from . import preview
 from .chat import Conversation, Turn, continued, history, messages
@@ -71,7 +72,7 @@ def analyze(server: Server, video: object, question: str, *, conversation: objec
     """The page: a new turn in the conversation about this video. Live timeline while compressing, tokens once
     allocated, then the answer token by token in the chat; at the end the stats, the downloads (every turn), the
     filmstrip, the key frames and (for an example) the expected answer."""
-    progress, shown, workdir = RunProgress(), 0.0, None
+    progress, drawn, workdir = RunProgress(), 0.0, None
     conversation = conversation if isinstance(conversation, Conversation) else None
     hidden = gr.DownloadButton(visible=False)
     yield {"status": status_html(progress), "timeline": empty_timeline(),
@@ -91,13 +92,13 @@ def analyze(server: Server, video: object, question: str, *, conversation: objec
             now = time.perf_counter()
             if isinstance(event, (SegmentRead, SegmentCompressed)) and not progress.from_cache:  # a replay is instant
                 done = progress.read if isinstance(event, SegmentRead) else len(progress.segments)
-                if done in (1, event.num_segments) or now - shown > SEGMENT_REFRESH_S:
-                    shown = now
+                if done in (1, event.num_segments) or now - drawn > SEGMENT_REFRESH_S:
+                    drawn = now
                     yield timeline(progress, request.evidence)
             elif isinstance(event, Zoomed) or isinstance(event, AllocationDone) and not progress.from_cache:
                 yield timeline(progress, request.evidence)
-            elif isinstance(event, AnswerToken) and now - shown > ANSWER_REFRESH_S:
-                shown = now
+            elif isinstance(event, AnswerToken) and now - drawn > ANSWER_REFRESH_S:
+                drawn = now
                 yield {"chat": messages(conversation, request.question, progress.answer)}
             elif isinstance(event, Finished):
                 if not progress.from_cache:
@@ -125,13 +126,13 @@ def look_closer(server: Server, video: object, question: str, moment: object, *,
     conversation = conversation if isinstance(conversation, Conversation) else None
     if conversation is None or not conversation.turns:
         raise refusal(InputError("Ask a question first, then look closer at a moment it found."))
-    shown = conversation.turns[conversation.selected if conversation.selected is not None else -1].finished
+    selected = conversation.turns[conversation.selected if conversation.selected is not None else -1].finished
     seconds = moment.get("seconds") if isinstance(moment, dict) else None
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-        looked = most_relevant(shown.segments, 1)
-        seconds = (looked[0].start + looked[0].end) / 2 if looked else shown.video.duration / 2
+        looked = most_relevant(selected.segments, 1)
+        seconds = (looked[0].start + looked[0].end) / 2 if looked else selected.video.duration / 2
     sampling = server.request(video, question, settings, bool(every_token)).config.sampling
-    window = sampling.closer_window(float(seconds), shown.video.duration)
+    window = sampling.closer_window(float(seconds), selected.video.duration)
     if window is None:
         raise refusal(InputError(f"This video samples at {sampling.fps:g} frames per second throughout already: "
                                  "there is nothing closer to see."))
@@ -183,15 +184,15 @@ def clip_view(server: Server, conversation: object, picked: object) -> Iterator[
     """A click on one of the shown turn's moments: its clip, cut from the conversation's video, to download."""
     if not isinstance(conversation, Conversation) or conversation.selected is None or not isinstance(picked, dict):
         return
-    moments = conversation.turns[conversation.selected].finished.moments
+    listed = shown(conversation.turns[conversation.selected].finished.moments)  # as the page lists them
     index = picked.get("moment")
-    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(moments):
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(listed):
         return
-    moment = moments[index]
+    worded = listed[index]
     workdir = tempfile.mkdtemp(prefix="tempo-app-")
     try:
-        clip = server.clip(conversation.video, moment.start, moment.end, Path(workdir))
-        yield {"clip_file": gr.DownloadButton(f"Clip {index + 1} · {span(moment.start, moment.end)} · MP4",
+        clip = server.clip(conversation.video, worded.moment.start, worded.moment.end, Path(workdir))
+        yield {"clip_file": gr.DownloadButton(f"Clip {worded.rank} · {worded.when} · MP4",
                                               value=str(clip.path), visible=True)}
     except TempoError as exc:
         raise refusal(exc) from None

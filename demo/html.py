@@ -13,7 +13,7 @@ from tempo.allocation import scaled_relevance
 from tempo.analysis import SegmentFrames, most_relevant
 from tempo.events import Finished, Segment
 from tempo.model import TempoModel
-from tempo.moments import Moment
+from tempo.moments import Moment, shown
 from tempo.render.progress import RunProgress, Status, headlines, key_segments
 from tempo.render.report import Truth, data_uri
 from tempo.render.text import answer_text, timings_text
@@ -270,16 +270,15 @@ def key_frames_html(segments: Sequence[Segment]) -> str:
 
 
 def moments_html(moments: Sequence[Moment]) -> str:
-    """The shown turn's moments, best first: each a button that plays it in the preview (and asks for its clip),
-    with its span, length and score (a bar against the best one's)."""
-    if not moments:
-        return ""
-    best = max(m.score for m in moments) or 1.0
+    """The shown turn's moments as `shown` picks them, best first: each a button that plays it in the preview (and
+    asks for its clip), with its facts as `shown` words them and a bar of its score against the best one's."""
     rows = "".join(
-        f"<button class='tempo-moment' data-moment='{i}' data-seconds='{m.start:.2f}' data-end='{m.end:.2f}' "
-        f"title='Play {span(m.start, m.end)} and make its clip'><b class='rank'>{i + 1}</b>"
-        f"<span class='when'>{span(m.start, m.end)}</span><span class='length'>{m.end - m.start:.0f} s</span>"
-        f"<span class='score'><i style='width:{100 * max(0.0, m.score) / best:.0f}%'></i></span>"
-        f"<span class='value'>{m.score:.2f}</span></button>" for i, m in enumerate(moments))
+        f"<button class='tempo-moment' data-moment='{i}' data-seconds='{s.moment.start:.2f}' "
+        f"data-end='{s.moment.end:.2f}' title='Play {s.when} and make its clip'><b class='rank'>{s.rank}</b>"
+        f"<span class='when'>{s.when}</span><span class='details'>{html.escape(' · '.join(s.details))}</span>"
+        f"<span class='score'><i style='width:{100 * s.share:.0f}%'></i></span>"
+        f"<span class='value'>{s.value}</span></button>" for i, s in enumerate(shown(moments)))
+    if not rows:
+        return ""
     return ("<div class='tempo-moments'><div class='caption'>Moments, best first: where the relevance stands out. "
             f"Click one to play it and make its clip.</div>{rows}</div>")

@@ -86,7 +86,6 @@ def live_tab(server: Server) -> dict[str, gr.components.Component]:
         gr.Markdown(NOT_ON_ZEROGPU.format(minutes=zerogpu_live_cost()[1]), elem_id="tempo-live-off")
         return {}
     tiny = synthetic_allowed(server)
-    kinds = [(label, kind) for kind, label in KINDS.items() if kind != "synthetic" or tiny]
     gr.HTML(f"<style>{LIVE_CSS}</style>", padding=False)
     gr.Markdown("A standing question over a stream: every 8 frames (4 s at 2 fps) are compressed with it as they "
                 "arrive, and a segment whose relevance rises clearly above the stream's recent level raises an alert."
@@ -94,61 +93,84 @@ def live_tab(server: Server) -> dict[str, gr.components.Component]:
                    "what it can do here." if tiny else ""))
     with gr.Row(equal_height=False):
         with gr.Column(scale=2, min_width=300):
-            kind = gr.Radio(kinds, value="synthetic" if tiny else "camera", label="Source", elem_id="tempo-live-kind")
-            cam = gr.Image(sources=["webcam"], streaming=True, type="numpy", label="Camera", visible=not tiny,
-                           webcam_options=gr.WebcamOptions(mirror=False), height=220, elem_id="tempo-live-camera")
-            url = gr.Textbox(label="Stream URL", placeholder="https://…/live.m3u8, rtsp://…, or an endless http video",
-                             visible=False, max_lines=1, elem_id="tempo-live-url")
-            upload = gr.File(label="Video, played as if live", file_types=["video"], visible=False, height=100,
-                             elem_id="tempo-live-file")
-            seed = gr.Number(SYNTHETIC_SEED, precision=0, label="World seed (800,000-899,999: never trained on)",
-                             visible=tiny, elem_id="tempo-live-seed")
-            question = gr.Textbox(label="Standing question", lines=2, elem_id="tempo-live-question",
-                                  max_length=server.limits.max_question_chars,
-                                  value=synthetic_source(SYNTHETIC_SEED).suggestion if tiny else "",
-                                  placeholder="e.g. Tell me when the delivery van arrives")
-            threshold = gr.Slider(0.5, 12, value=config_of(server.limits).rule.rise, step=0.5, label="Alert threshold",
-                                  info="how far a segment's relevance must rise above the stream's recent level "
-                                       "(log-odds); it applies from the next segment", elem_id="tempo-live-threshold")
-            notify = gr.Checkbox(label="Also as a browser notification", elem_id="tempo-live-notify")
-            with gr.Row():
-                start = gr.Button("Start watching", variant="primary", elem_id="tempo-live-start")
-                stop = gr.Button("Stop", variant="stop", elem_id="tempo-live-stop")
+            controls = source_controls(server, tiny)
         with gr.Column(scale=3):
-            status = gr.HTML(elem_id="tempo-live-status")
-            timeline = gr.Plot(live_figure([]), show_label=False, elem_id="tempo-live-timeline")
-            film = gr.HTML(elem_id="tempo-live-film")
-            chat = gr.Chatbot(label="Alerts and answers", show_label=False, height=300, elem_id="tempo-live-chat",
-                              sanitize_html=False, feedback_options=None, group_consecutive_messages=False,
-                              placeholder="Alerts appear here with their moment; so do answers to Ask now.")
-            with gr.Row():
-                ask = gr.Textbox(label="Ask now", scale=4, max_lines=1, elem_id="tempo-live-ask",
-                                 placeholder="a question about the last minutes, answered over the window")
-                ask_button = gr.Button("Ask now", scale=1, elem_id="tempo-live-ask-button")
-            replay = gr.Video(label="Replay", interactive=False, autoplay=True, height=220, elem_id="tempo-live-replay")
-            picker = gr.HTML(value={}, html_template="", js_on_load=LIVE_JS, elem_id="tempo-live-picker")
-            timer = gr.Timer(2.0, active=False)
-    shown = dict(status=status, timeline=timeline, film=film, chat=chat)
-    watching = dict(shown, timer=timer)
+            views = watch_views()
+    return wire(server, controls, views)
+
+
+def source_controls(server: Server, tiny: bool) -> dict[str, Any]:
+    """The left column: the source and its input, the standing question, the alert threshold, start and stop."""
+    kinds = [(label, kind) for kind, label in KINDS.items() if kind != "synthetic" or tiny]
+    kind = gr.Radio(kinds, value="synthetic" if tiny else "camera", label="Source", elem_id="tempo-live-kind")
+    cam = gr.Image(sources=["webcam"], streaming=True, type="numpy", label="Camera", visible=not tiny,
+                   webcam_options=gr.WebcamOptions(mirror=False), height=220, elem_id="tempo-live-camera")
+    url = gr.Textbox(label="Stream URL", placeholder="https://…/live.m3u8, rtsp://…, or an endless http video",
+                     visible=False, max_lines=1, elem_id="tempo-live-url")
+    upload = gr.File(label="Video, played as if live", file_types=["video"], visible=False, height=100,
+                     elem_id="tempo-live-file")
+    seed = gr.Number(SYNTHETIC_SEED, precision=0, label="World seed (800,000-899,999: never trained on)",
+                     visible=tiny, elem_id="tempo-live-seed")
+    question = gr.Textbox(label="Standing question", lines=2, elem_id="tempo-live-question",
+                          max_length=server.limits.max_question_chars,
+                          value=synthetic_source(SYNTHETIC_SEED).suggestion if tiny else "",
+                          placeholder="e.g. Tell me when the delivery van arrives")
+    threshold = gr.Slider(0.5, 12, value=config_of(server.limits).rule.rise, step=0.5, label="Alert threshold",
+                          info="how far a segment's relevance must rise above the stream's recent level "
+                               "(log-odds); it applies from the next segment", elem_id="tempo-live-threshold")
+    notify = gr.Checkbox(label="Also as a browser notification", elem_id="tempo-live-notify")
+    with gr.Row():
+        start = gr.Button("Start watching", variant="primary", elem_id="tempo-live-start")
+        stop = gr.Button("Stop", variant="stop", elem_id="tempo-live-stop")
+    return dict(kind=kind, cam=cam, url=url, upload=upload, seed=seed, question=question, threshold=threshold,
+                notify=notify, start=start, stop=stop)
+
+
+def watch_views() -> dict[str, Any]:
+    """The right column: the watch's status, timeline, filmstrip and conversation, "Ask now", the replay."""
+    status = gr.HTML(elem_id="tempo-live-status")
+    timeline = gr.Plot(live_figure([]), show_label=False, elem_id="tempo-live-timeline")
+    film = gr.HTML(elem_id="tempo-live-film")
+    chat = gr.Chatbot(label="Alerts and answers", show_label=False, height=300, elem_id="tempo-live-chat",
+                      sanitize_html=False, feedback_options=None, group_consecutive_messages=False,
+                      placeholder="Alerts appear here with their moment; so do answers to Ask now.")
+    with gr.Row():
+        ask = gr.Textbox(label="Ask now", scale=4, max_lines=1, elem_id="tempo-live-ask",
+                         placeholder="a question about the last minutes, answered over the window")
+        ask_button = gr.Button("Ask now", scale=1, elem_id="tempo-live-ask-button")
+    replay = gr.Video(label="Replay", interactive=False, autoplay=True, height=220, elem_id="tempo-live-replay")
+    picker = gr.HTML(value={}, html_template="", js_on_load=LIVE_JS, elem_id="tempo-live-picker")
+    timer = gr.Timer(2.0, active=False)
+    return dict(status=status, timeline=timeline, film=film, chat=chat, ask=ask, ask_button=ask_button,
+                replay=replay, picker=picker, timer=timer)
+
+
+def wire(server: Server, controls: dict[str, Any], views: dict[str, Any]) -> dict[str, gr.components.Component]:
+    """The tab's events, each handler given the outputs it names; returns what a watch updates."""
+    c, v = controls, views
+    watching = {name: v[name] for name in ("status", "timeline", "film", "chat", "timer")}
     limit = server.limits.live_watches
-    kind.change(named(kind_changed, server, dict(cam=cam, url=url, upload=upload, seed=seed, question=question)),
-                [kind, seed], [cam, url, upload, seed, question], queue=False, api_visibility="private")
-    started = start.click(named(start_watch, server, watching), [kind, url, upload, seed, question, threshold],
-                          list(watching.values()), concurrency_id="live", concurrency_limit=limit,
-                          show_progress="hidden", api_visibility="private")
-    cam.stream(named(camera_frame, server, watching), [cam, question, threshold], list(watching.values()),
-               stream_every=CAMERA_EVERY_S, concurrency_id="live-camera", concurrency_limit=limit,
-               show_progress="hidden", api_visibility="private")
-    timer.tick(named(camera_check, server, watching), None, list(watching.values()), show_progress="hidden",
-               api_visibility="private")
-    stop.click(named(stop_watch, server, dict(status=status, timer=timer)), None, [status, timer],
-               cancels=[started], queue=False, api_visibility="private")
-    threshold.change(named(set_threshold, server, {}), threshold, None, queue=False, api_visibility="private")
-    notify.change(None, notify, None, js=NOTIFY_JS, queue=False, api_visibility="private")
-    gr.on([ask_button.click, ask.submit], named(ask_now, server, dict(chat=chat, ask=ask)), ask, [chat, ask],
-          concurrency_id="model", show_progress="hidden", api_visibility="private")
-    picker.change(named(replay_at, server, dict(replay=replay)), picker, replay, concurrency_id="live-replay",
-                  concurrency_limit=2, api_visibility="private")
+    source = dict(cam=c["cam"], url=c["url"], upload=c["upload"], seed=c["seed"], question=c["question"])
+    c["kind"].change(named(kind_changed, server, source), [c["kind"], c["seed"]], list(source.values()), queue=False,
+                     api_visibility="private")
+    started = c["start"].click(named(start_watch, server, watching),
+                               [c[name] for name in ("kind", "url", "upload", "seed", "question", "threshold")],
+                               list(watching.values()), concurrency_id="live", concurrency_limit=limit,
+                               show_progress="hidden", api_visibility="private")
+    c["cam"].stream(named(camera_frame, server, watching), [c["cam"], c["question"], c["threshold"]],
+                    list(watching.values()), stream_every=CAMERA_EVERY_S, concurrency_id="live-camera",
+                    concurrency_limit=limit, show_progress="hidden", api_visibility="private")
+    v["timer"].tick(named(camera_check, server, watching), None, list(watching.values()), show_progress="hidden",
+                    api_visibility="private")
+    c["stop"].click(named(stop_watch, server, dict(status=v["status"], timer=v["timer"])), None,
+                    [v["status"], v["timer"]], cancels=[started], queue=False, api_visibility="private")
+    c["threshold"].change(named(set_threshold, server, {}), c["threshold"], None, queue=False,
+                          api_visibility="private")
+    c["notify"].change(None, c["notify"], None, js=NOTIFY_JS, queue=False, api_visibility="private")
+    gr.on([v["ask_button"].click, v["ask"].submit], named(ask_now, server, dict(chat=v["chat"], ask=v["ask"])),
+          v["ask"], [v["chat"], v["ask"]], concurrency_id="model", show_progress="hidden", api_visibility="private")
+    v["picker"].change(named(replay_at, server, dict(replay=v["replay"])), v["picker"], v["replay"],
+                       concurrency_id="live-replay", concurrency_limit=2, api_visibility="private")
     return watching
 
 

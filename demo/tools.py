@@ -27,6 +27,7 @@ from .server import Server
 VIDEO = ("the video, as one string. " + HOW + " A data: URI suits short clips only; a file on the caller's machine "
          "is best uploaded first.")
 QUESTION = "the question about the video, in plain language, e.g. 'When does the speaker show the chart?'"
+ANSWERED = ("answer", "moments", "tokens_used", "budget", "num_segments", "duration")  # `answer`'s from the run's JSON
 
 
 def for_agents(*settings: str) -> Callable[[Callable], Callable]:
@@ -79,14 +80,12 @@ def answer(server: Server, video: str, question: str, budget: int | None = None,
         raise TempoError("The run ended without an answer.")
     plan_start = run.segments[0].start if run.segments else 0.0
     plan_end = run.segments[-1].end if run.segments else 0.0
-    return json.dumps({"answer": finished.answer, "moments": [moment.to_dict() for moment in finished.moments],
-                       "looked_at": looked_at(run.segments),
-                       "tokens_used": finished.tokens_used, "budget": finished.budget,
-                       "num_segments": len(finished.segments), "duration": finished.video.duration,
-                       "window": [plan_start, plan_end], "model": server.model.spec.name,
-                       "zoom": {key: value for key, value in finished.zoom.to_dict().items()
-                                if key in ("window", "moment", "reason")} if finished.zoom else None},
-                      ensure_ascii=False)
+    summary = finished.to_dict()  # the run's JSON, as --json and /answer give it: every ranked moment among it
+    closer = summary["zoom"]
+    return json.dumps({key: summary[key] for key in ANSWERED} | {
+        "looked_at": looked_at(run.segments), "window": [plan_start, plan_end], "model": server.model.spec.name,
+        "zoom": {key: closer[key] for key in ("window", "moment", "reason")} if closer else None},
+        ensure_ascii=False)
 
 
 @refused

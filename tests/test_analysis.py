@@ -174,7 +174,7 @@ def test_report_names_are_safe_file_names():
 
 def test_the_cli_writes_a_self_contained_report(fixtures, model_args, tmp_path):
     page = tmp_path / "run.html"
-    code, out, err = run_cli("infer", "--video", str(fixtures / "videos" / "bikes.mp4"), "--query", QUESTION,
+    code, out, err = run_cli("ask", "--video", str(fixtures / "videos" / "bikes.mp4"), "--question", QUESTION,
                              "--max-new-tokens", "6", "--report", str(page), *model_args)
     assert code == 0, err
     text = page.read_text()

@@ -249,7 +249,7 @@ def test_one_bad_value_gets_one_message_through_the_page_the_api_the_cli_and_a_b
             call()
         messages.append(str(error.value))
     out, err = io.StringIO(), io.StringIO()
-    assert cli.main(["infer", "--video", path, "--query", question, "--temperature", "9"], out=out, err=err) == 2
+    assert cli.main(["ask", "--video", path, "--question", question, "--temperature", "9"], out=out, err=err) == 2
     messages.append(err.getvalue().strip().removeprefix("error: "))
     jobs, results = tmp_path / "jobs.jsonl", tmp_path / "results.jsonl"
     jobs.write_text(json.dumps({"id": "hot", "video": path, "question": question, "temperature": 9}) + "\n")

@@ -55,7 +55,7 @@ LAYERS = [
     ["benchmarks.app_first_segment", "benchmarks.cold_start", "benchmarks.gpu_reservations", "benchmarks.live",
      "benchmarks.preprocess", "benchmarks.preview_proxy", "benchmarks.sharpest_frame", "benchmarks.cache_memory",
      "benchmarks.fuzz", "benchmarks.analysis_tools", "benchmarks.repeat_question", "benchmarks.screenshots",
-     "benchmarks.moments_cost", "benchmarks.int8_deviation", "benchmarks.clip_speed"],
+     "benchmarks.moments_cost", "benchmarks.int8_deviation", "benchmarks.clip_speed", "benchmarks.shown_moments"],
     ["benchmarks.soak"],
     ["examples", "examples.make_examples", "examples.check_examples"],
     ["experiments.follow-ups.measure", "experiments.look-closer.measure", "experiments.tiny-v3.stage3_cost",

@@ -163,7 +163,7 @@ def test_loading_by_hub_id_from_an_offline_cache(hub_home, fixtures):
 def test_a_file_missing_from_the_cache_is_a_clear_message(hub_home, fixtures):
     home, snapshot = hub_home
     (snapshot / "tokenizer.json").unlink()
-    args = ["-m", "tempo", "infer", "--video", str(fixtures / "videos" / "bikes.mp4"), "--query", QUESTION,
+    args = ["-m", "tempo", "ask", "--video", str(fixtures / "videos" / "bikes.mp4"), "--question", QUESTION,
             "--model", "Vision-CAIR/Tempo-6B", "--device", "cpu"]
     done = offline(home, *args)
     assert done.returncode == 2 and "Traceback" not in done.stderr

@@ -4,6 +4,7 @@ import importlib
 import io
 import json
 import os
+import re
 import runpy
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import sys
 import pytest
 
 from tempo.cli import checkout, main, sparkline
+from tempo.command_line import DROPPED_IN
 from tests.conftest import ROOT
 
 COMMANDS = ["serve", "ask", "batch", "bench", "train", "eval", "conformance", "gpu-check"]  # issue 58's list
@@ -77,13 +79,25 @@ def test_bad_input_is_one_clear_line(fixtures, model_args, tmp_path, video, quer
 
 
 def test_module_entry_point_reports_errors_without_traceback(fixtures, tmp_path):
-    """`python -m tempo` is `tempo`; `infer --query` is `ask --question` under its old names."""
+    """`python -m tempo` is `tempo`; `infer --query` is `ask --question` under its old names, each named in a
+    warning with the release that drops it (the one test that calls the old names)."""
     result = subprocess.run([sys.executable, "-m", "tempo", "infer", "--video", str(tmp_path / "nope.mp4"),
                              "--query", "hi", "--model", str(fixtures / "tempo"), "--base",
                              str(fixtures / "base" / "tiny-qwen3-vl")], capture_output=True, text=True)
     assert result.returncode == 2
-    assert result.stderr.strip().startswith("error: Video file not found")
-    assert "Traceback" not in result.stderr
+    infer, query, error = result.stderr.splitlines()
+    assert infer == "warning: `tempo infer` is deprecated and will be removed in tempo 0.2.0: use `tempo ask`"
+    assert query == "warning: `--query` is deprecated and will be removed in tempo 0.2.0: use `--question`"
+    assert error.startswith("error: Video file not found")
+    new = subprocess.run([sys.executable, "-m", "tempo", "ask", "--video", str(tmp_path / "nope.mp4"),
+                          "--question", "hi"], capture_output=True, text=True)
+    assert new.returncode == 2 and new.stderr.startswith("error: Video file not found")  # no warning
+
+
+def test_the_old_names_go_in_the_minor_release_after_this_one():
+    version = re.search(r'^version = "(\d+)\.(\d+)\.\d+"', (ROOT / "pyproject.toml").read_text(), re.MULTILINE)
+    assert version is not None
+    assert DROPPED_IN == f"{version[1]}.{int(version[2]) + 1}.0"
 
 
 def test_sparkline():
@@ -131,21 +145,26 @@ def test_each_module_s_refusal_is_one_error_line(argv, message):
     assert err.startswith("error: ") and err.count("\n") == 1 and message in err, err
 
 
-@pytest.mark.parametrize("module, argv, message", [
-    ("tempo.train", ["--scale", "0"], "--scale must be positive"),
-    ("tempo.train.evaluate", ["--n", "0"], "--n must be at least 1"),
-    ("tempo.conformance", ["no-such-folder"], "no-such-folder is not a conformance fixture set"),
-    ("tempo.synthetic", ["render", "--seed", "-1", "--out", "x.mp4"], "--seed must be non-negative"),
+@pytest.mark.parametrize("module, argv, new, message", [
+    ("tempo.train", ["--scale", "0"], "tempo train", "--scale must be positive"),
+    ("tempo.train.evaluate", ["--n", "0"], "tempo eval synthetic", "--n must be at least 1"),
+    ("tempo.conformance", ["no-such-folder"], "tempo conformance", "no-such-folder is not a conformance fixture set"),
+    ("tempo.synthetic", ["render", "--seed", "-1", "--out", "x.mp4"], "tempo synthetic", "--seed must be non-negative"),
+    ("tempo.bench", ["--no-such-option"], "tempo bench", "unrecognized arguments: --no-such-option"),
+    ("tempo.eval.export", ["--seed", "0", "--n", "0", "--out", "x"], "tempo eval export", "--n must be at least 1"),
+    ("tempo.eval.grounding", [], "tempo eval grounding", "required: --annotations"),
 ])
 @pytest.mark.filterwarnings("ignore:.*found in sys.modules:RuntimeWarning")  # the module was imported already
-def test_the_old_entry_points_run_the_same_code(module, argv, message, monkeypatch, capsys):
-    """`python -m MODULE`, as Python runs it, in this process."""
+def test_the_old_entry_points_warn_then_run_the_same_code(module, argv, new, message, monkeypatch, capsys):
+    """`python -m MODULE`, as Python runs it, in this process: a warning naming the `tempo` command and the release
+    that drops the old name, then the command's own refusal."""
     monkeypatch.setattr(sys, "argv", [module, *argv])
     with pytest.raises(SystemExit) as exit_info:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
-    err = capsys.readouterr().err
-    assert exit_info.value.code == 2 and err.count("\n") == 1
-    assert err.startswith(f"python -m {module}: error: ") and message in err, err
+    warning, error = capsys.readouterr().err.splitlines()
+    assert warning == f"warning: `python -m {module}` is deprecated and will be removed in tempo 0.2.0: use `{new}`"
+    assert exit_info.value.code == 2
+    assert error.startswith(f"python -m {module}: error: ") and message in error, error
 
 
 def fake_program(folder, relative, monkeypatch):

@@ -62,6 +62,11 @@ def test_a_moment_without_a_kept_frame_gets_one_from_the_video(tmp_path):
     assert image_top(blank) > image_top(image)
 
 
+def test_only_the_moments_shown_get_a_card():
+    moments = [Moment(0.0, 12.0, 0.9), Moment(20.0, 24.0, 0.7), Moment(12.0, 16.0, 0.05)]  # the last: under 0.09
+    assert gallery_image(moments, segments()).width == 2 * MARGIN + 2 * CARD_WIDTH + GAP  # two cards, not three
+
+
 def test_no_moments_is_refused():
     with pytest.raises(ValueError, match="no moments"):
         gallery_image([], segments())

@@ -69,7 +69,7 @@ def test_the_examples_stream_copied_into_mkv_and_mov_answer_as_the_mp4_does(fixt
 def test_a_claim_of_giant_frames_is_refused_by_the_cli_before_a_frame_is_decoded(giant_claim):
     """The CLI runs under a fresh parent, whose only child it is, to read the CLI's own peak memory: one decoded
     16000² frame would pass the bound."""
-    command = [sys.executable, "-m", "tempo", "infer", "--video", str(giant_claim), "--query", QUESTION]
+    command = [sys.executable, "-m", "tempo", "ask", "--video", str(giant_claim), "--question", QUESTION]
     measure = ("import resource, subprocess, sys; done = subprocess.run(sys.argv[1:]); "
                "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
     done = subprocess.run([sys.executable, "-c", measure, *command], capture_output=True, text=True, cwd=ROOT,

@@ -281,7 +281,7 @@ def test_a_cancelled_request_stops_decoding_and_compressing(app_url, monkeypatch
 def test_cli_fault_mid_request_is_one_error_line(fixtures, hostile_media, monkeypatch, inject, message):
     inject(monkeypatch)
     out, err = io.StringIO(), io.StringIO()
-    code = cli.main(["infer", "--video", str(hostile_media[VIDEO]), "--query", "What moves?", "--max-new-tokens", "2",
+    code = cli.main(["ask", "--video", str(hostile_media[VIDEO]), "--question", "What moves?", "--max-new-tokens", "2",
                      "--model", str(fixtures / "tempo"), "--base", str(fixtures / "base" / "tiny-qwen3-vl")],
                     out=out, err=err)
     assert code == 2 and "Traceback" not in err.getvalue()

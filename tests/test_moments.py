@@ -1,6 +1,7 @@
 """Moments from a run's relevance: the rule on hand-made relevance whose moments are known, zoom's refinement, the
 decoder's interval answer beside them, and one short run with Tempo-Tiny."""
 
+import dataclasses
 import math
 
 import pytest
@@ -10,7 +11,7 @@ from tempo.engine import VideoCache, answer
 from tempo.eval.observe import observe, predictions
 from tempo.events import Segment
 from tempo.model import from_pretrained
-from tempo.moments import EDGE, Moment, answer_interval, asks_interval, find_moments
+from tempo.moments import EDGE, SHOWN_SHARE, Moment, answer_interval, asks_interval, find_moments, shown
 from tempo.synthetic import generate_video, write_mp4
 
 
@@ -97,6 +98,23 @@ def test_which_questions_ask_for_an_interval():
 
 def test_moment_json():
     assert Moment(12.3456, 15.2, 0.912345).to_dict() == {"start": 12.35, "end": 15.2, "score": 0.9123}
+    # a field added to every moment goes into the JSON too (CONTRIBUTING.md: add a field to every moment)
+    assert list(Moment(1.0, 2.0, 0.5).to_dict()) == [field.name for field in dataclasses.fields(Moment)]
+
+
+# The 10-minute example's five ranked moments (benchmarks/results/moments-cost-cpu.json): three score 0.01-0.02.
+EXAMPLE = (Moment(112.77, 119.07, 0.9996), Moment(543.39, 547.71, 0.5625), Moment(508.02, 512.0, 0.0223),
+           Moment(480.55, 486.51, 0.0158), Moment(244.64, 247.73, 0.0147))
+
+
+def test_a_person_is_shown_the_moments_near_the_best_each_worded_once():
+    assert SHOWN_SHARE == 0.1  # measured: python -m benchmarks.shown_moments (docs/demo.md)
+    first, second = shown(EXAMPLE)  # the three under a tenth of the best are left out
+    assert (first.rank, first.when, first.details, first.value, first.share) == (1, "01:53–01:59", ("6 s",), "1.00",
+                                                                                 1.0)
+    assert first.label == "moment 1: 01:53–01:59 · 6 s · score 1.00"
+    assert second.words == "09:03–09:08 · 4 s · score 0.56" and second.share == pytest.approx(0.5625 / 0.9996)
+    assert len(shown(EXAMPLE, share=0.0)) == 5 and shown(()) == ()
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import re
+from html import unescape
 
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ from tempo.events import AllocationDone, AnswerToken, Finished, Segment, Segment
 from tempo.render import export, timeline
 from tempo.render.progress import RunProgress, headlines, key_frames, run_stats
 from tempo.render.report import Asked, report_section
+from tempo.render.report import moments_html as report_moments
 from tempo.times import clock
 
 PROBED = VideoProbed("v.mp4", 20.0, 25.0, 500, 64, 48, 40, 2.0, 5, "pyav")
@@ -231,3 +234,20 @@ def test_the_timeline_shades_and_numbers_each_moment_and_the_report_lists_them()
     assert [listed.index(span(m.start, m.end)) for m in moments] == sorted(
         listed.index(span(m.start, m.end)) for m in moments)  # best first
     assert listed.count("<li>") == len(moments)  # each listed once (no key frame here: the run kept no pixels)
+
+
+def facts(fragment: str) -> list[str]:
+    """What a person reads of one moment's HTML, fact by fact ("score 0.95" and "0.95" read alike)."""
+    return [part.strip().removeprefix("score ") for node in re.findall(r">([^<>]+)<", fragment)
+            for part in unescape(node).split(" · ") if part.strip()]
+
+
+def test_the_page_the_report_and_the_timeline_word_each_moment_alike_and_only_those_shown():
+    run = drawn([0.01, 0.01, 0.95, 0.01, 0.01, 0.5, 0.01, 0.01, 0.04, 0.01, 0.01, 0.01], 48.0, [4] * 12, answer=".")
+    assert [m.score for m in run.finished.moments] == [0.95, 0.5, 0.04]  # the third: under a tenth of the best
+    expected = [["1", "00:09–00:11", "2 s", "0.95"], ["2", "00:21–00:23", "2 s", "0.50"]]
+    page = re.findall(r"<button class='tempo-moment'.*?</button>", html.moments_html(run.finished.moments))
+    report = re.findall(r"<figcaption>.*?</figcaption>", report_moments(run))
+    assert [facts(m) for m in page] == [facts(m) for m in report] == expected
+    hovers = [a.hovertext for a in timeline.timeline_figure(run).layout.annotations if a.hovertext]
+    assert hovers == [f"moment {rank}: {when} · {length} · score {value}" for rank, when, length, value in expected]

@@ -200,8 +200,8 @@ def assert_one_error_line(code: int, err: str, expected: str) -> None:
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_cli(case, hostile_media, model_args, tmp_path, loaded_once):
     result_file = tmp_path / "result.json"
-    code, out, err = run_cli(["infer", "--video", str(video_path(case.video, hostile_media, tmp_path)),
-                              "--query", case.question, *FAST, *case.cli, *model_args,
+    code, out, err = run_cli(["ask", "--video", str(video_path(case.video, hostile_media, tmp_path)),
+                              "--question", case.question, *FAST, *case.cli, *model_args,
                               "--json", str(result_file)])
     if case.error:
         assert_one_error_line(code, err, case.error)
@@ -216,7 +216,7 @@ def test_cli(case, hostile_media, model_args, tmp_path, loaded_once):
 
 def _subprocess_cli(*args, **kwargs) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TEMPO_MAX_")}
-    return subprocess.run([sys.executable, "-m", "tempo", "infer", *args], capture_output=True, env=env, timeout=300,
+    return subprocess.run([sys.executable, "-m", "tempo", "ask", *args], capture_output=True, env=env, timeout=300,
                           cwd=ROOT, **kwargs)
 
 
@@ -226,14 +226,15 @@ def test_cli_process_takes_undecodable_argv_bytes(hostile_media, model_args, tmp
     with open(video, "wb") as f:
         f.write(hostile_media["two_seconds.mp4"].read_bytes())
     result_file = tmp_path / "result.json"
-    done = _subprocess_cli("--video", video, "--query", b"What \xff\xfe happens?", *FAST, *model_args,
+    done = _subprocess_cli("--video", video, "--question", b"What \xff\xfe happens?", *FAST, *model_args,
                            "--json", str(result_file))
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     check_result(json.loads(result_file.read_text(encoding="utf-8")), Case("", "", segments=1, frames=4))
 
 
 def test_cli_process_refuses_with_one_line(hostile_media, model_args):
-    done = _subprocess_cli("--video", str(hostile_media["ten_hours.mp4"]), "--query", QUESTION, *model_args, text=True)
+    done = _subprocess_cli("--video", str(hostile_media["ten_hours.mp4"]), "--question", QUESTION, *model_args,
+                           text=True)
     assert done.returncode == 2
     assert done.stderr.strip() == f"error: {TEN_HOURS}"
     assert done.stdout == ""
@@ -409,13 +410,13 @@ def test_cli_limits_come_from_the_environment(monkeypatch, hostile_media, big_fi
     if name == "TEMPO_MAX_QUESTION_CHARS":
         monkeypatch.setattr("tempo.model.from_pretrained", expensive)  # refused before the model loads
     path = big_file if video == "big" else hostile_media[video]
-    code, out, err = run_cli(["infer", "--video", str(path), "--query", question, *model_args])
+    code, out, err = run_cli(["ask", "--video", str(path), "--question", question, *model_args])
     assert_one_error_line(code, err, message)
 
 
 def test_cli_rejects_a_malformed_limit(monkeypatch, hostile_media, model_args):
     monkeypatch.setenv("TEMPO_MAX_UPLOAD_MB", "lots")
-    code, out, err = run_cli(["infer", "--video", str(hostile_media["two_seconds.mp4"]), "--query", QUESTION,
+    code, out, err = run_cli(["ask", "--video", str(hostile_media["two_seconds.mp4"]), "--question", QUESTION,
                               *model_args])
     assert_one_error_line(code, err, "TEMPO_MAX_UPLOAD_MB='lots' is not a number.")
 

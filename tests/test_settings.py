@@ -36,13 +36,13 @@ def page(model) -> tuple[dict[str, dict], dict[str, gr.components.Component]]:
 
 
 def flags() -> dict[str, argparse.Action]:
-    """`python -m tempo infer`'s options by flag."""
-    infer = cli.build_parser()._subparsers._group_actions[0].choices["infer"]
-    return {flag: action for action in infer._actions for flag in action.option_strings}
+    """`tempo ask`'s options by flag."""
+    ask = cli.build_parser()._subparsers._group_actions[0].choices["ask"]
+    return {flag: action for action in ask._actions for flag in action.option_strings}
 
 
 def cli_config(model, *given: str) -> RunConfig:
-    args = cli.build_parser().parse_args(["infer", "--video", "v.mp4", "--query", "q", *given])
+    args = cli.build_parser().parse_args(["ask", "--video", "v.mp4", "--question", "q", *given])
     return cli.run_config(args, tempo.Limits(), model.spec)
 
 

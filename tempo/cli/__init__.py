@@ -11,7 +11,7 @@ from typing import TextIO
 
 from .. import batch as batch_module
 from .. import bench, conformance
-from ..command_line import AddArguments, Parser, Run, UsageError
+from ..command_line import AddArguments, Parser, Run, UsageError, deprecated
 from ..errors import TempoError
 from ..eval import export as grounding_export
 from ..eval import grounding
@@ -83,6 +83,10 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = 
     except UsageError as exc:
         err.write(f"error: {exc}\n")
         return 2
+    if args.command == "infer":  # argparse keeps the alias as typed
+        deprecated("tempo infer", err)
+    if any(given.partition("=")[0] == "--query" for given in (sys.argv[1:] if argv is None else argv)):
+        deprecated("--query", err)
     if "verbose" in args:  # the tools set up their own logging
         logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                             format="%(levelname)s %(message)s")

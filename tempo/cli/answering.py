@@ -17,6 +17,7 @@ from ..engine import check_question, run
 from ..errors import InputError
 from ..events import AllocationDone, AnswerToken, Finished, SegmentCompressed, VideoProbed, Zoomed
 from ..model import CheckpointSpec
+from ..moments import shown
 from ..render import figures as figures_module
 from ..render.progress import RunProgress
 from ..render.report import Asked, write_report
@@ -149,8 +150,7 @@ def ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             out.write("\n")
             err.write(f"done in {event.timings['total']:.1f} s: {timings_text(event.timings, event.alongside)}\n")
             if event.moments:
-                err.write("moments: " + "  ".join(f"{rank}. {span(m.start, m.end)} ({m.score:.2f})"
-                                                  for rank, m in enumerate(event.moments, 1)) + "\n")
+                err.write("moments: " + "  ".join(f"{m.rank}. {m.words}" for m in shown(event.moments)) + "\n")
             if args.json_out:
                 with open(args.json_out, "w", encoding="utf-8") as f:
                     json.dump(event.to_dict(), f, indent=2, ensure_ascii=False)

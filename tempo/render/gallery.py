@@ -1,6 +1,6 @@
-"""A run's highlights as one picture to take away: each moment's key frame (the sharpest frame of its most relevant
-segment), ranked, with its time and score, under the question. Made from the frames the run kept; only a moment the
-run kept no frame of has one decoded."""
+"""A run's highlights as one picture to take away: each moment a person is shown, with its key frame (the sharpest
+frame of its most relevant segment) and its facts as `moments.shown` words them, under the question. Made from the
+frames the run kept; only a moment the run kept no frame of has one decoded."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from ..events import Segment
-from ..moments import Moment
-from ..times import clock, span
+from ..moments import Moment, Shown, shown
+from ..times import clock
 from ..video.clip import frame_at
 from .style import INDIGO, INK, MUTED_TEXT, ORANGE
 
@@ -29,30 +29,31 @@ FONT_FILES = {False: "DejaVuSans.ttf", True: "DejaVuSans-Bold.ttf"}
 
 @dataclass(frozen=True)
 class Highlight:
-    """One moment as the gallery shows it: its rank (1 = best), span, score and key frame (RGB) with its time."""
+    """One moment as the gallery shows it: the moment worded, and its key frame (RGB) with the frame's time."""
 
-    rank: int
-    moment: Moment
+    shown: Shown
     frame: np.ndarray | None
     frame_time: float | None
 
 
 def highlights(moments: Sequence[Moment], segments: Sequence[Segment],
                source: str | os.PathLike | None = None) -> list[Highlight]:
-    """Each moment with the key frame of its most relevant segment that kept one; where none did (a moment outside
-    a zoomed window's segments), the frame in the middle of its most relevant segment, read from `source` if given."""
-    shown = []
-    for rank, moment in enumerate(moments, 1):
+    """Each moment shown, with the key frame of its most relevant segment that kept one; where none did (a
+    moment outside a zoomed window's segments), the frame in the middle of its most relevant segment, read from
+    `source` if given."""
+    found = []
+    for worded in shown(moments):
+        moment = worded.moment
         inside = [s for s in segments if moment.start - 1e-6 <= s.start and s.end <= moment.end + 1e-6]
         framed = [s for s in inside if s.frame is not None]
         best = max(framed or inside, key=lambda s: (s.relevance or 0.0, -s.index), default=None)
         if best is not None and best.frame is not None:
-            shown.append(Highlight(rank, moment, best.frame,
+            found.append(Highlight(worded, best.frame,
                                    best.frame_time if best.frame_time is not None else best.start))
             continue
         seconds = (best.start + best.end) / 2 if best else (moment.start + moment.end) / 2
-        shown.append(Highlight(rank, moment, frame_at(source, seconds) if source is not None else None, seconds))
-    return shown
+        found.append(Highlight(worded, frame_at(source, seconds) if source is not None else None, seconds))
+    return found
 
 
 @functools.cache
@@ -65,17 +66,17 @@ def font(size: int, bold: bool = False) -> ImageFont.FreeTypeFont | ImageFont.Im
 
 def gallery_image(moments: Sequence[Moment], segments: Sequence[Segment], question: str = "",
                   source: str | os.PathLike | None = None) -> Image.Image:
-    """The moments' key frames as one RGB image: a grid of cards (rank, key frame, span, score bar) under a title
+    """The moments' key frames as one RGB image: a grid of cards (rank, key frame, facts, score bar) under a title
     with the question and the video's name; `source`, the video, gives the frames the segments lack."""
     if not moments:
         raise ValueError("there are no moments to show: the run found none (or compression was off)")
-    shown = highlights(moments, segments, source)
+    cards = highlights(moments, segments, source)
     video = Path(source).name if source is not None else ""
-    frames = [h.frame for h in shown if h.frame is not None]
+    frames = [h.frame for h in cards if h.frame is not None]
     aspect = frames[0].shape[0] / frames[0].shape[1] if frames else 9 / 16
     image_height = round(CARD_WIDTH * min(max(aspect, 0.4), 1.0))
-    columns = {1: 1, 2: 2, 4: 2}.get(len(shown), 3)
-    rows = -(-len(shown) // columns)
+    columns = {1: 1, 2: 2, 4: 2}.get(len(cards), 3)
+    rows = -(-len(cards) // columns)
     card_height = image_height + 86
     title_lines = textwrap.wrap(question.strip(), 70)[:3] if question.strip() else []
     header = MARGIN + 50 + 30 * len(title_lines) + (14 if title_lines else 0)
@@ -84,25 +85,24 @@ def gallery_image(moments: Sequence[Moment], segments: Sequence[Segment], questi
     canvas = Image.new("RGB", (width, height), PAPER)
     draw = ImageDraw.Draw(canvas)
     draw.text((MARGIN, MARGIN - 4), "Highlights", font=font(28, True), fill=INK)
-    named = f"{len(shown)} moment{'s' * (len(shown) != 1)}" + (f" · {video}" if video else "")
+    named = f"{len(cards)} moment{'s' * (len(cards) != 1)}" + (f" · {video}" if video else "")
     draw.text((MARGIN + draw.textlength("Highlights", font=font(28, True)) + 14, MARGIN + 6), named,
               font=font(16), fill=MUTED_TEXT)
     for i, line in enumerate(title_lines):
         draw.text((MARGIN, MARGIN + 40 + 30 * i), ("“" if i == 0 else " ") + line
                   + ("”" if i == len(title_lines) - 1 else ""), font=font(20), fill=INK)
-    best = max(h.moment.score for h in shown) or 1.0
-    for index, highlight in enumerate(shown):
+    for index, highlight in enumerate(cards):
         x = MARGIN + (index % columns) * (CARD_WIDTH + GAP)
         y = header + (index // columns) * (card_height + GAP)
-        card(canvas, draw, highlight, x, y, image_height, best)
+        card(canvas, draw, highlight, x, y, image_height)
     draw.text((MARGIN, height - MARGIN + 2), "Tempo · ranked by the compressor's relevance to the question",
               font=font(13), fill=MUTED_TEXT)
     return canvas
 
 
-def card(canvas: Image.Image, draw: ImageDraw.ImageDraw, highlight: Highlight, x: int, y: int, image_height: int,
-         best: float) -> None:
-    """One moment's card at (x, y): its key frame with the rank on it, then its span, score and score bar."""
+def card(canvas: Image.Image, draw: ImageDraw.ImageDraw, highlight: Highlight, x: int, y: int,
+         image_height: int) -> None:
+    """One moment's card at (x, y): its key frame with the rank on it, then its span and details, score and bar."""
     height = image_height + 86
     draw.rounded_rectangle((x + 2, y + 3, x + CARD_WIDTH + 2, y + height + 3), RADIUS, fill=TRACK)  # a soft shadow
     draw.rounded_rectangle((x, y, x + CARD_WIDTH, y + height), RADIUS, fill=CARD)
@@ -121,7 +121,8 @@ def card(canvas: Image.Image, draw: ImageDraw.ImageDraw, highlight: Highlight, x
         draw.text((x + CARD_WIDTH / 2, y + image_height / 2), "no key frame", font=font(16), fill=MUTED_TEXT,
                   anchor="mm")
     draw.ellipse((x + 12, y + 12, x + 52, y + 52), fill=INDIGO, outline="white", width=2)
-    draw.text((x + 32, y + 32), str(highlight.rank), font=font(20, True), fill="white", anchor="mm")
+    worded = highlight.shown
+    draw.text((x + 32, y + 32), str(worded.rank), font=font(20, True), fill="white", anchor="mm")
     if highlight.frame_time is not None:
         stamp = clock(highlight.frame_time)
         tag = draw.textbbox((0, 0), stamp, font=font(14, True))
@@ -129,17 +130,16 @@ def card(canvas: Image.Image, draw: ImageDraw.ImageDraw, highlight: Highlight, x
         draw.rounded_rectangle((right - (tag[2] - tag[0]) - 16, top, right, y + image_height - 12), 6,
                                fill="#0f172acc")
         draw.text((right - 8, top + 4), stamp, font=font(14, True), fill="white", anchor="ra")
-    moment = highlight.moment
     text_y = y + image_height + 14
-    draw.text((x + 16, text_y), span(moment.start, moment.end), font=font(20, True), fill=INK)
-    length = f"{moment.end - moment.start:.0f} s"
-    draw.text((x + CARD_WIDTH - 16, text_y + 4), length, font=font(15), fill=MUTED_TEXT, anchor="ra")
+    draw.text((x + 16, text_y), worded.when, font=font(20, True), fill=INK)
+    draw.text((x + CARD_WIDTH - 16, text_y + 4), " · ".join(worded.details), font=font(15), fill=MUTED_TEXT,
+              anchor="ra")
     bar_y, bar_left, bar_right = text_y + 42, x + 16, x + CARD_WIDTH - 110
     draw.rounded_rectangle((bar_left, bar_y, bar_right, bar_y + 8), 4, fill=TRACK)
-    share = max(0.0, min(1.0, moment.score / best))
+    share = max(0.0, min(1.0, worded.share))
     draw.rounded_rectangle((bar_left, bar_y, bar_left + max(8, round((bar_right - bar_left) * share)), bar_y + 8), 4,
                            fill=ORANGE)
-    draw.text((x + CARD_WIDTH - 16, bar_y + 4), f"score {moment.score:.2f}", font=font(15), fill=MUTED_TEXT,
+    draw.text((x + CARD_WIDTH - 16, bar_y + 4), f"score {worded.value}", font=font(15), fill=MUTED_TEXT,
               anchor="rm")
 
 

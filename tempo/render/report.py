@@ -151,18 +151,19 @@ def report_section(asked: Asked) -> str:
 
 
 def moments_html(run: RunProgress) -> str:
-    """The run's moments, best first, each with its key frame where the run kept one, its span, length and score."""
+    """The run's moments as `shown` picks them, best first, each with its key frame where the run kept one and its
+    facts as `shown` words them."""
     finished = run.finished
     if finished is None or not finished.moments:
         return ""
     segments = (list(run.zoom.segments) if run.zoom else []) + run.segments  # a zoomed run's both passes
     cells = []
-    for shown in highlights(finished.moments, segments):
-        moment = shown.moment
-        image = (f"<img src='{data_uri(shown.frame, REPORT_FRAME_EDGE)}' alt='moment {shown.rank}'>"
-                 if shown.frame is not None else "")
-        cells.append(f"<li><figure>{image}<figcaption><b>{shown.rank}</b>{span(moment.start, moment.end)} · "
-                     f"{moment.end - moment.start:.0f} s · score {moment.score:.2f}</figcaption></figure></li>")
+    for highlight in highlights(finished.moments, segments):
+        worded = highlight.shown
+        image = (f"<img src='{data_uri(highlight.frame, REPORT_FRAME_EDGE)}' alt='moment {worded.rank}'>"
+                 if highlight.frame is not None else "")
+        cells.append(f"<li><figure>{image}<figcaption><b>{worded.rank}</b>{html.escape(worded.words)}"
+                     "</figcaption></figure></li>")
     return ("<h3>Moments: where the relevance stands out, best first (shaded on the timeline)</h3>"
             f"<ol class='moments'>{''.join(cells)}</ol>")
 

@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 
 from ..allocation import scaled_relevance
 from ..events import Finished, Segment, VideoProbed, Zoomed
-from ..moments import Moment
+from ..moments import Moment, shown
 from ..times import clock, span, time_mentions
 from .progress import RunProgress
 from .style import GREEN, GUIDE, INDIGO, ORANGE, RED, RELEVANCE_SCALE, TOKEN_SCALE, page_layout
@@ -74,19 +74,19 @@ MOMENT_FILL = "rgba(99, 102, 241, 0.13)"  # the moments' shade: the palette's in
 
 
 def _moments(fig: go.Figure, moments: Sequence[Moment], start: float, end: float, zoomed: bool) -> None:
-    """The run's ranked moments, shaded over the relevance with their rank on top where the axis (`start` to `end`)
-    shows them, and on the whole video's row where an answer zoomed; named in the legend."""
+    """The run's moments shown, shaded over the relevance with their rank on top where the axis (`start` to
+    `end`) shows them, and on the whole video's row where an answer zoomed; named in the legend."""
     least = (end - start) * EVIDENCE_MIN_SHARE
-    for rank, moment in enumerate(moments, 1):
+    for worded in shown(moments):
+        moment = worded.moment
         middle, half = (moment.start + moment.end) / 2, max(moment.end - moment.start, least) / 2
         for row in (1, 3) if zoomed else (1,):
             fig.add_vrect(x0=middle - half, x1=middle + half, fillcolor=MOMENT_FILL, line_width=0, layer="below",
                           row=row, col=1)
         if not start <= middle <= end:
             continue
-        fig.add_annotation(x=middle, xref="x", yref="y domain", y=1, text=f"<b>{rank}</b>",
-                           showarrow=False, yanchor="bottom", font=dict(size=11, color=INDIGO),
-                           hovertext=f"moment {rank}: {span(moment.start, moment.end)} · score {moment.score:.2f}")
+        fig.add_annotation(x=middle, xref="x", yref="y domain", y=1, text=f"<b>{worded.rank}</b>",
+                           showarrow=False, yanchor="bottom", font=dict(size=11, color=INDIGO), hovertext=worded.label)
     if moments:
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="moments",
                                  marker=dict(symbol="square", size=10, color=MOMENT_FILL.replace("0.13", "0.45")),
@@ -122,11 +122,11 @@ POINT_HOVER = (f"<b>%{{customdata[{point_field('span')}]}}</b><br>%{{customdata[
 
 
 def _timeline(segments: Sequence[Segment], tokens: Sequence[int] | None = None, *,
-                    duration: float | None = None, num_segments: int | None = None, budget: int | None = None,
-                    k_min: int | None = None, k_max: int | None = None, note: str | None = None,
-                    evidence: Sequence[tuple[float, float]] = (), answer_times: Sequence[float] = (),
-                    moments: Sequence[Moment] = (), start: float = 0.0, within: float | None = None,
-                    zoom: Zoomed | None = None) -> go.Figure:
+              duration: float | None = None, num_segments: int | None = None, budget: int | None = None,
+              k_min: int | None = None, k_max: int | None = None, note: str | None = None,
+              evidence: Sequence[tuple[float, float]] = (), answer_times: Sequence[float] = (),
+              moments: Sequence[Moment] = (), start: float = 0.0, within: float | None = None,
+              zoom: Zoomed | None = None) -> go.Figure:
     """Relevance curve over bars of tokens kept (once allocated), a heatmap strip below, x in video time.
 
     Pass the segments compressed so far and `num_segments` / `duration` while streaming: the rest of the
@@ -147,25 +147,13 @@ def _timeline(segments: Sequence[Segment], tokens: Sequence[int] | None = None, 
     points = [list(PointData(span(s.start, s.end), relevance_text(r, scaled), t, s.index, s.start))
               for s, r, scaled, t in zip(segments, raw, relevance, token_text)]
 
-    if zoom:  # a third row for the whole video, on its own time axis (placed on top by `_whole_video`)
-        fig = make_subplots(rows=3, cols=1, specs=[[{"secondary_y": True}], [{}], [{}]])
-        fig.update_xaxes(matches="x", row=2, col=1)
-        fig.update_xaxes(showticklabels=False, row=1, col=1)
-    else:
-        fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.84, 0.16], vertical_spacing=0.05,
-                            specs=[[{"secondary_y": True}], [{}]])
+    fig = _grid(zoom is not None)
     if tokens:
         _token_bars(fig, segments, tokens, points, budget, k_min, k_max)
     if has_relevance:
         _relevance_curve(fig, segments, relevance, points)
-    strip = list(tokens) if tokens else relevance if has_relevance else None
-    if strip:
-        edges = [s.start for s in segments] + [segments[-1].end]
-        fig.add_trace(go.Heatmap(z=[strip], x=edges, y=[0], colorscale=TOKEN_SCALE if tokens else RELEVANCE_SCALE,
-                                 zmin=0 if tokens else None, zmax=(k_max or None) if tokens else None,
-                                 showscale=False, customdata=[points], hovertemplate=POINT_HOVER, xgap=1,
-                                 name="tokens" if tokens else "relevance"),
-                      row=2, col=1)
+    _strip(fig, segments, list(tokens) if tokens else relevance if has_relevance else None, bool(tokens), k_max,
+           points)
 
     _evidence(fig, evidence, duration - start)
     _moments(fig, moments, start, duration, zoom is not None)
@@ -185,6 +173,31 @@ def _timeline(segments: Sequence[Segment], tokens: Sequence[int] | None = None, 
         _window_in_video(fig, start, duration, within)
     return page_layout(fig, ZOOMED_HEIGHT if zoom else 430, "timeline", showlegend=bool(segments),
                        barmode="overlay", bargap=0)
+
+
+def _grid(zoomed: bool) -> go.Figure:
+    """The figure's rows: the timeline over its heat strip, and where an answer zoomed a third row for the whole
+    video, on its own time axis (placed on top by `_whole_video`)."""
+    if not zoomed:
+        return make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.84, 0.16], vertical_spacing=0.05,
+                             specs=[[{"secondary_y": True}], [{}]])
+    fig = make_subplots(rows=3, cols=1, specs=[[{"secondary_y": True}], [{}], [{}]])
+    fig.update_xaxes(matches="x", row=2, col=1)
+    fig.update_xaxes(showticklabels=False, row=1, col=1)
+    return fig
+
+
+def _strip(fig: go.Figure, segments: Sequence[Segment], strip: Sequence[float | None] | None, tokens: bool,
+           k_max: int | None, points: list) -> None:
+    """The heat strip under the timeline: tokens kept once allocated (`tokens`), else the scaled relevance."""
+    if not strip:
+        return
+    edges = [s.start for s in segments] + [segments[-1].end]
+    fig.add_trace(go.Heatmap(z=[strip], x=edges, y=[0], colorscale=TOKEN_SCALE if tokens else RELEVANCE_SCALE,
+                             zmin=0 if tokens else None, zmax=(k_max or None) if tokens else None,
+                             showscale=False, customdata=[points], hovertemplate=POINT_HOVER, xgap=1,
+                             name="tokens" if tokens else "relevance"),
+                  row=2, col=1)
 
 
 ZOOMED_HEIGHT = 560

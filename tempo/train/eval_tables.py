@@ -1,5 +1,5 @@
 """The evaluation's report as text: the README's accuracy table, the margins and the budget sweep, and the answers
-naming a time outside the video (`python -m tempo.train.evaluate` prints them)."""
+naming a time outside the video (`tempo eval synthetic` prints them)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tempo-Tiny in resumable stages of at most 100 CPU-minutes: `python -m tempo.train --stage N` reads the
+"""Tempo-Tiny in resumable stages of at most 100 CPU-minutes: `tempo train --stage N` reads the
 previous stage's state file and writes its own over it (one file, half precision, committed after each stage).
 The stages are the recipe's records (`recipe.STAGES`); this module runs them, and holds the stages before the
 blend (`blend_stages` holds those):

@@ -41,6 +41,73 @@ def damaged(plan: SamplingPlan, segment: int) -> VideoError:
                       f"(segment {segment + 1} of {len(plan.segments)}).")
 
 
+class _Decoding:
+    """The workers of one `segment_stream`: each decodes its chunks of segments and hands them over through its own
+    bounded queue, until the stream stops."""
+
+    def __init__(self, plan: SamplingPlan, readers: list[Callable[[], FrameReader]],
+                 prepare: Callable[[int, list[np.ndarray]], object],
+                 timed: Callable[[str], contextlib.AbstractContextManager], chunk: int,
+                 reduce: Callable[[np.ndarray], np.ndarray] | None) -> None:
+        self.plan, self.readers, self.prepare, self.timed, self.reduce = plan, readers, prepare, timed, reduce
+        self.chunks = [range(start, min(start + chunk, len(plan.segments)))
+                       for start in range(0, len(plan.segments), chunk)]
+        self.workers = max(1, min(len(readers), len(self.chunks)))
+        self.queues: list[queue.Queue] = [queue.Queue(maxsize=chunk) for _ in range(self.workers)]
+        self.stop = threading.Event()
+        self.first_out = threading.Event()  # the first segment was handed over (or its worker stopped)
+
+    def put(self, worker: int, item: object) -> bool:
+        """`item` into the worker's queue, waiting for room; False when the stream stopped first."""
+        while not self.stop.is_set():
+            try:
+                self.queues[worker].put(item, timeout=POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def work(self, worker: int) -> None:
+        """One worker's chunks, in order; a failure is handed over in its place, for the consumer to raise."""
+        reader, segment = None, self.chunks[worker][0] if worker < len(self.chunks) else 0
+        try:
+            while worker and not self.first_out.wait(POLL_S):
+                if self.stop.is_set():
+                    return
+            reader = self.readers[worker]()
+            for number in range(worker, len(self.chunks), self.workers):
+                segments = self.chunks[number]
+                frames = iter(reader.read([self.plan.frame_indices[i] for s in segments
+                                           for i in self.plan.segments[s]]))
+                for segment in segments:
+                    if not self.put(worker, self.prepare(segment, self.decoded(frames, segment))):
+                        return
+                    self.first_out.set()
+        except (TempoError, MemoryError, torch.OutOfMemoryError) as error:  # re-raised by the consumer, in order
+            self.put(worker, _Failure(error))
+        except Exception as error:  # a decoder failing part-way through the file: said plainly, detail logged
+            log.debug("decoding failed at segment %d: %s: %s", segment, type(error).__name__, error)
+            self.put(worker, _Failure(damaged(self.plan, segment)))
+        finally:
+            self.first_out.set()
+            if reader is not None:
+                reader.close()
+
+    def decoded(self, frames: Iterator[np.ndarray], segment: int) -> list[np.ndarray]:
+        """One segment's frames, taken from the reader's and each reduced as it comes."""
+        decoded = []
+        for _ in self.plan.segments[segment]:
+            with self.timed("decode"):
+                frame = next(frames, None)
+            if frame is None:
+                raise EOFError("the reader ran out of frames")
+            if self.reduce is not None:
+                with self.timed("preprocess"):
+                    frame = self.reduce(frame)
+            decoded.append(frame)
+        return decoded
+
+
 def segment_stream(plan: SamplingPlan, readers: list[Callable[[], FrameReader]],
                    prepare: Callable[[int, list[np.ndarray]], Item],
                    timed: Callable[[str], contextlib.AbstractContextManager] = lambda name: contextlib.nullcontext(),
@@ -48,69 +115,19 @@ def segment_stream(plan: SamplingPlan, readers: list[Callable[[], FrameReader]],
     """`prepare(segment_index, frames)` for every segment in order, using one worker per reader factory;
     decoding is timed under `timed("decode")`. `reduce` takes each frame as it is decoded (timed under
     `timed("preprocess")`), so that a worker holds one decoded frame at a time, not a segment's."""
-    chunks = [range(start, min(start + chunk, len(plan.segments))) for start in range(0, len(plan.segments), chunk)]
-    workers = max(1, min(len(readers), len(chunks)))
-    queues: list[queue.Queue] = [queue.Queue(maxsize=chunk) for _ in range(workers)]
-    stop = threading.Event()
-    first_out = threading.Event()  # the first segment was handed over (or its worker stopped)
-
-    def put(worker: int, item: object) -> bool:
-        while not stop.is_set():
-            try:
-                queues[worker].put(item, timeout=POLL_S)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def work(worker: int) -> None:
-        reader, segment = None, chunks[worker][0] if worker < len(chunks) else 0
-        try:
-            while worker and not first_out.wait(POLL_S):
-                if stop.is_set():
-                    return
-            reader = readers[worker]()
-            for number in range(worker, len(chunks), workers):
-                segments = chunks[number]
-                indices = [plan.frame_indices[i] for s in segments for i in plan.segments[s]]
-                frames = iter(reader.read(indices))
-                for segment in segments:
-                    decoded = []
-                    for _ in plan.segments[segment]:
-                        with timed("decode"):
-                            frame = next(frames, None)
-                        if frame is None:
-                            raise EOFError("the reader ran out of frames")
-                        if reduce is not None:
-                            with timed("preprocess"):
-                                frame = reduce(frame)
-                        decoded.append(frame)
-                    item = prepare(segment, decoded)
-                    if not put(worker, item):
-                        return
-                    first_out.set()
-        except (TempoError, MemoryError, torch.OutOfMemoryError) as error:  # re-raised by the consumer, in order
-            put(worker, _Failure(error))
-        except Exception as error:  # a decoder failing part-way through the file: said plainly, detail logged
-            log.debug("decoding failed at segment %d: %s: %s", segment, type(error).__name__, error)
-            put(worker, _Failure(damaged(plan, segment)))
-        finally:
-            first_out.set()
-            if reader is not None:
-                reader.close()
-
-    threads = [threading.Thread(target=work, args=(w,), name=f"tempo-decode-{w}", daemon=True)
-               for w in range(workers)]
+    decoding = _Decoding(plan, readers, prepare, timed, chunk, reduce)
+    threads = [threading.Thread(target=decoding.work, args=(w,), name=f"tempo-decode-{w}", daemon=True)
+               for w in range(decoding.workers)]
     for thread in threads:
         thread.start()
     try:
-        for number, segments in enumerate(chunks):
+        for number, segments in enumerate(decoding.chunks):
             for _ in segments:
-                item = queues[number % workers].get()
+                item = decoding.queues[number % decoding.workers].get()
                 if isinstance(item, _Failure):
                     raise item.error
                 yield item
     finally:
-        stop.set()
+        decoding.stop.set()
         for thread in threads:
             thread.join()
