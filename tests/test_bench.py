@@ -1,4 +1,4 @@
-"""`python -m tempo.bench --first-segment`: each timed call stops at the first compressed segment."""
+"""`tempo bench --first-segment`: each timed call stops at the first compressed segment."""
 
 import tempo
 from tempo import bench

@@ -10,7 +10,7 @@ from tests.conftest import ROOT
 
 
 def run_conformance(directory, *extra):
-    return subprocess.run([sys.executable, "-m", "tempo.conformance", str(directory), *extra], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "tempo", "conformance", str(directory), *extra], cwd=ROOT,
                           capture_output=True, text=True, timeout=900)
 
 
@@ -46,7 +46,8 @@ def test_a_machine_without_pyav_checks_everything_but_the_pipeline(fixtures, tmp
     # The GPU check's machine has decord and no PyAV: every reader that needs PyAV must step aside, not raise.
     (tmp_path / "av.py").write_text("raise ImportError('PyAV hidden for this test')\n")
     # PYTHONPATH comes before the installed packages, so the stand-in is the `av` found
-    result = subprocess.run([sys.executable, "-m", "tempo.conformance", str(fixtures), "--case", "shapes_red_circle"],
+    result = subprocess.run([sys.executable, "-m", "tempo", "conformance", str(fixtures), "--case",
+                             "shapes_red_circle"],
                             cwd=ROOT, capture_output=True, text=True, timeout=600,
                             env=dict(os.environ, PYTHONPATH=str(tmp_path)))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]

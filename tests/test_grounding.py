@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tempo.cli import main as tempo_main
 from tempo.errors import InputError
 from tempo.eval import grounding, metrics
 from tempo.eval.export import annotation, clip_saliency
@@ -112,7 +113,8 @@ def test_bad_files_say_what_is_wrong(tmp_path):
 
 def test_the_command_scores_a_submission(files, tmp_path, capsys):
     out = tmp_path / "metrics.json"
-    assert grounding.main(["--annotations", files[0], "--predictions", files[1], "--json", str(out)]) == 0
+    assert tempo_main(["eval", "grounding", "--annotations", files[0], "--predictions", files[1], "--json",
+                       str(out)]) == 0
     row = json.loads(out.read_text())["rows"]["predictions"]
     assert row["MR-full-R1@0.5"] == 66.67 and row["HL-min-VeryGood-Hit1"] == 100.0
     printed = capsys.readouterr().out
@@ -120,18 +122,18 @@ def test_the_command_scores_a_submission(files, tmp_path, capsys):
 
 
 def test_tempo_eval_grounding_is_the_same_command(files, tmp_path):
-    from tempo.cli import main
-
     out, err = tmp_path / "metrics.json", io.StringIO()
-    assert main(["eval", "grounding", "--annotations", files[0], "--predictions", files[1], "--json", str(out)]) == 0
+    assert tempo_main(["eval", "grounding", "--annotations", files[0], "--predictions", files[1], "--json",
+                       str(out)]) == 0
     assert json.loads(out.read_text())["rows"]["predictions"]["MR-full-R1@0.5"] == 66.67
-    assert main(["eval", "grounding", "--annotations", files[0]], err=err) == 2
+    assert tempo_main(["eval", "grounding", "--annotations", files[0]], err=err) == 2
     assert "give --videos" in err.getvalue()
 
 
 def test_the_command_names_a_missing_video(files, tmp_path):
-    with pytest.raises(SystemExit):
-        grounding.main(["--annotations", files[0], "--videos", str(tmp_path)])
+    err = io.StringIO()
+    assert tempo_main(["eval", "grounding", "--annotations", files[0], "--videos", str(tmp_path)], err=err) == 2
+    assert "v1" in err.getvalue()
     with pytest.raises(InputError, match="No video for 'v1'"):
         grounding.video_path(str(tmp_path), "v1")
 

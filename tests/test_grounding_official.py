@@ -10,8 +10,9 @@ import logging
 import numpy as np
 import pytest
 
+from tempo.cli import main as tempo_main
 from tempo.errors import InputError
-from tempo.eval import grounding, metrics
+from tempo.eval import metrics
 from tempo.eval.formats import Prediction, read_annotations, read_predictions, write_predictions
 from tempo.eval.highlights import ranking_precision
 
@@ -178,8 +179,8 @@ def test_the_command_prints_the_brief_and_warns_under_the_official_protocol(tmp_
     predicted = write_jsonl(tmp_path / "predicted.jsonl", HIGHLIGHT_PREDICTED)
     out = tmp_path / "metrics.json"
     with caplog.at_level(logging.WARNING):
-        assert grounding.main(["--annotations", truth, "--predictions", predicted, "--protocol", "official",
-                               "--json", str(out)]) == 0
+        assert tempo_main(["eval", "grounding", "--annotations", truth, "--predictions", predicted,
+                           "--protocol", "official", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "| HL-min-Good-mAP | 30.56 |" in printed and "| MR-long-mAP | 33.33 |" in printed
     assert "would stop on qid h3: no pred_saliency_scores" in caplog.text
@@ -219,9 +220,9 @@ def test_the_model_rows_follow_the_protocol(tmp_path, protocol, queries, mean_pr
     seen = [{"qid": q, "duration": 40.0, "answer": said, "seconds": 1.0, "segments": segments, "window": []}
             for q, said in (("o1", "From 0 to 10 seconds."), ("o2", "I cannot tell."))]
     out = tmp_path / "metrics.json"
-    assert grounding.main(["--annotations", write_jsonl(tmp_path / "truth.jsonl", truth), "--videos", str(tmp_path),
-                           "--observations", write_jsonl(tmp_path / "seen.jsonl", seen), "--protocol", protocol,
-                           "--json", str(out)]) == 0
+    assert tempo_main(["eval", "grounding", "--annotations", write_jsonl(tmp_path / "truth.jsonl", truth),
+                       "--videos", str(tmp_path), "--observations", write_jsonl(tmp_path / "seen.jsonl", seen),
+                       "--protocol", protocol, "--json", str(out)]) == 0
     answer = json.loads(out.read_text())["rows"]["answer"]
     assert (answer["queries"], answer["MR-full-mAP"], answer["MR-full-R1@0.7"]) == (queries, mean_precision,
                                                                                    mean_precision)
