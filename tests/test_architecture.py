@@ -60,8 +60,8 @@ LAYERS = [
     ["examples", "examples.make_examples", "examples.check_examples"],
     ["experiments.follow-ups.measure", "experiments.look-closer.measure", "experiments.tiny-v3.stage3_cost",
      "experiments.tiny-v3.tag_copy", "experiments.tiny-v4.decoder_cost", "experiments.tiny-v5.interval_ceiling",
-     "experiments.tiny-v5.stage8_cost", "experiments.moments.compare", "experiments.tiny-v6.sizing_sweep",
-     "experiments.tiny-v6.choose_stage"],
+     "experiments.tiny-v5.stage8_cost", "experiments.moments.compare", "experiments.moments.half_shift",
+     "experiments.tiny-v6.sizing_sweep", "experiments.tiny-v6.choose_stage"],
 ]
 ROOTS = ("app", "demo", "tempo", "benchmarks", "examples", "experiments")  # the folders (and app.py) scanned
 
