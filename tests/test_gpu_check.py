@@ -19,7 +19,8 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.slow
 
 RESULTS = ROOT / "benchmarks" / "results" / "gpu_check-h200.json"
-FITTED = [ROOT / "benchmarks" / "results" / f"gpu_check-{card}.json" for card in ("h100", "h200")]
+# The newest figures from each card: the H200's at 4223d31 measured its bandwidth and a cold call, the first did not.
+FITTED = [ROOT / "benchmarks" / "results" / f"gpu_check-{card}.json" for card in ("h100", "h200-4223d31")]
 RECORDED = ("device", "hour_seconds", "followup_seconds", "peak_memory_gb", "compressor_speedup", "conformance")
 PARTS = ("environment", "loader", "conformance", "load", "videos", "warm_up", "hour", "ten_minutes", "follow_ups",
          "decoding", "compiled", "mfu", "compressor", "pixels", "cold_call", "int8")
@@ -125,6 +126,28 @@ def test_the_fit_follows_the_figures():
     figures = runs()
     figures[0]["parts"]["hour"]["timings"]["prefill"] *= 2  # the slower card's compute sets the reservation
     assert GpuCost.fitted(figures).answer > COST.answer
+
+
+def test_the_start_is_the_larger_cold_call_excess_rounded_up():
+    """The H100's cold call was 5.14 s over its warm request, the H200's 4.62 s: the start is 5.2 s. An H200 excess
+    of 6.01 s would make it 6.1 s; without a cold call on the H200, the H100's alone gives 5.2 s again."""
+    figures = runs()
+    assert [run["parts"]["cold_call"]["cold_minus_warm_s"] for run in figures] == [5.1393, 4.6192]
+    assert GpuCost.fitted(figures).start == 5.2
+    figures[1]["parts"]["cold_call"]["cold_minus_warm_s"] = 6.01
+    assert GpuCost.fitted(figures).start == 6.1
+    del figures[1]["parts"]["cold_call"]
+    assert GpuCost.fitted(figures).start == 5.2
+
+
+def test_the_token_is_worked_out_by_hand():
+    """Bytes 8.045 + 1.211 GB; efficiency the lower of 3016.8/3350 (H100) and 4256.2/4800 (H200), 0.887; fixed
+    9.29 - 3.116 = 6.174 ms and 8.73 - 2.175 = 6.555 ms; on the half card 9.256e9 / (0.896e12 x 0.887) = 11.646 ms
+    of bytes plus their mean 6.364 ms is 18.01 ms, 22.5 ms with the margin."""
+    fit = StepFit.fitted(runs())
+    assert fit.efficiency == 0.887 and fit.fixed_s == (0.00617, 0.00656)
+    assert fit.seconds(ZEROGPU_HALF_RTX_PRO_6000[1])[1] == pytest.approx(0.01801, abs=2e-5)
+    assert COST.token == 0.0225
 
 
 def test_figures_written_before_the_rename_still_fit():
