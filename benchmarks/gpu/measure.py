@@ -278,8 +278,11 @@ def utilisation(model: TempoModel, hour: runs.Video, first: runs.Request, check:
 
 
 def cold(model: TempoModel, hour: runs.Video, first: runs.Request, sizes: Sizes) -> dict:
-    """The cold call with the shipped CUDA-graph step (compiled runs last); its answer against the first one."""
-    figures = cold_call.cold_call(model, hour, sizes.answer_tokens, None)
+    """The cold call with the shipped CUDA-graph step (compiled runs last), the weights moved as ZeroGPU moves them;
+    its answer against the first one."""
+    weights = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
+    reserve = max(0, round(first.peak_memory_gb * 1e9) - weights)  # what the warm hour held beyond its weights
+    figures = cold_call.cold_call(model, hour, sizes.answer_tokens, None, reserve)
     figures["same_tokens"] = figures.pop("token_ids") == first.finished.token_ids
     return figures
 
