@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from benchmarks.gpu.aoti_env import TESTS
 from demo.device import COST, DATA_SHEETS, MARGIN, ZEROGPU_HALF_RTX_PRO_6000, GpuCost, StepFit
 from tests.conftest import ROOT
 
@@ -28,7 +29,7 @@ PARTS = ("environment", "loader", "conformance", "load", "videos", "warm_up", "h
 
 def dry_run(out) -> tuple[int, dict, str]:
     done = subprocess.run([str(ROOT / "benchmarks" / "gpu" / "check"), "--dry-run"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600, env={**os.environ, "OUT": str(out), "PYTHON": sys.executable})
+                          text=True, timeout=1200, env={**os.environ, "OUT": str(out), "PYTHON": sys.executable})
     figures = json.loads((out / "gpu_check.json").read_text())
     return done.returncode, figures, done.stderr
 
@@ -68,6 +69,14 @@ def test_the_dry_run_goes_through_every_part(tmp_path):
     assert loader["passed"] == ["plain", "once"] and loader["chosen"] == figures["loader_chosen"] == "once"
     assert all(v["wrong_cache_refused"] and v["relative_difference"] <= 1e-4 for v in loader["variants"].values())
     assert compiled["variant"]["loader"] == "once"
+    # before them, the diagnosis: a one-layer package built (with $CXX; here it is the system's g++, so built once),
+    # its library read, and each way of loading it tried in a process of its own; here every way loads
+    diagnosis = loader["diagnosis"]
+    assert diagnosis["builds"]["default"]["ok"] and diagnosis["builds"]["system"]["ok"]
+    assert set(diagnosis["tests"]) == set(TESTS) and all(test["ok"] for test in diagnosis["tests"].values())
+    assert diagnosis["libraries"][0]["stack"] in ("RW", "RWE") and diagnosis["environment"]["torch"]
+    assert figures["loader_cause"] == diagnosis["cause"] and figures["loader_remedy"] == diagnosis["remedy"] == "none"
+    assert figures["weights_read_gb_s"] > 0
     # int8 weights: the decoder's logits against the same model before rounding, and the hour answered with them
     int8 = figures["parts"]["int8"]
     assert int8["saved_gb"] > 0 and int8["within_tolerance"] and int8["hour"]["tokens"] == 8
