@@ -6,10 +6,10 @@ pixels it was handed. Here the weights are packed the same way (benchmarks/gpu/w
 $TEMPO_PACK_DIR or the temporary directory), a fresh process is spawned and gets the model without its weights (a
 skeleton on the meta device, as a fork would hold it) and the 1-hour video's pixels; it then times each part: the
 CUDA context, receiving, the weights from the file onto the device, the compiled decoding package loaded (when there
-is one), a warm-up (the memory the request will need reserved, then one micro-batch answered with two tokens, so
-that the kernels a request uses are loaded), and the request from pixels to the last answer token, then the same
-request once more, warm. Python's own start and imports are timed apart: a ZeroGPU worker is forked from a process
-that has them already.
+is one), a warm-up (the memory the request will need reserved, then the first two micro-batches answered with two
+tokens, so that the kernels a request uses are loaded), and the request from pixels to the last answer token, then
+the same request once more, warm. Python's own start and imports are timed apart: a ZeroGPU worker is forked from a
+process that has them already.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import torch
 import torch.multiprocessing as mp
 
 from benchmarks.gpu import runs, weight_pack
+from tempo.config import setting_named
 from tempo.model import TempoModel
 
 log = logging.getLogger("gpu-check")
@@ -114,13 +115,13 @@ def run_call(connection) -> dict:
 
 
 def warm_up(model: TempoModel, video: runs.Video, reserve_bytes: int) -> dict:
-    """The memory a request needs reserved in one piece (the caching allocator keeps it), then the first micro-batch
-    of `video` answered with two tokens: the kernels of every part of a request loaded before it comes."""
-    from tempo.engine.accelerator import micro_batch
-
+    """The memory a request needs reserved in one piece (the caching allocator keeps it), then `video`'s first two
+    micro-batches (one segment, then a full one) answered with two tokens: a request's kernels loaded before it."""
     if model.device.type == "cuda" and reserve_bytes > 0:
         torch.empty(reserve_bytes, dtype=torch.uint8, device=model.device)
-    few = replace(video, segments=video.segments[:micro_batch(model, None)])
+    size = setting_named("micro_batch").default(place=model.device.type)
+    assert isinstance(size, int)  # the table's default for a whole-number setting
+    few = replace(video, segments=video.segments[:1 + size])
     run = runs.request(model, few, runs.QUESTION, runs.answer_config(2))
     return {"segments": len(few.segments), "reserved_gb": round(reserve_bytes / 1e9, 3), "request_s":
             round(run.total_s, 4)}
