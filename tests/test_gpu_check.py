@@ -13,13 +13,15 @@ import sys
 
 import pytest
 
+from benchmarks.gpu.aoti_env import TESTS
 from demo.device import COST, DATA_SHEETS, MARGIN, ZEROGPU_HALF_RTX_PRO_6000, GpuCost, StepFit
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
 
 RESULTS = ROOT / "benchmarks" / "results" / "gpu_check-h200.json"
-FITTED = [ROOT / "benchmarks" / "results" / f"gpu_check-{card}.json" for card in ("h100", "h200")]
+# The newest figures from each card: the H200's at 4223d31 measured its bandwidth and a cold call, the first did not.
+FITTED = [ROOT / "benchmarks" / "results" / f"gpu_check-{card}.json" for card in ("h100", "h200-4223d31")]
 RECORDED = ("device", "hour_seconds", "followup_seconds", "peak_memory_gb", "compressor_speedup", "conformance")
 PARTS = ("environment", "loader", "conformance", "load", "videos", "warm_up", "hour", "ten_minutes", "follow_ups",
          "decoding", "compiled", "mfu", "compressor", "pixels", "cold_call", "int8")
@@ -27,7 +29,7 @@ PARTS = ("environment", "loader", "conformance", "load", "videos", "warm_up", "h
 
 def dry_run(out) -> tuple[int, dict, str]:
     done = subprocess.run([str(ROOT / "benchmarks" / "gpu" / "check"), "--dry-run"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600, env={**os.environ, "OUT": str(out), "PYTHON": sys.executable})
+                          text=True, timeout=1200, env={**os.environ, "OUT": str(out), "PYTHON": sys.executable})
     figures = json.loads((out / "gpu_check.json").read_text())
     return done.returncode, figures, done.stderr
 
@@ -57,16 +59,30 @@ def test_the_dry_run_goes_through_every_part(tmp_path):
     assert decoding["same_tokens"] and decoding["fused"]["within_tolerance"]
     assert decoding["operations_per_layer"]["fused"] <= 25 < decoding["operations_per_layer"]["eager"]
     assert figures["operations_per_layer"] == decoding["operations_per_layer"]
-    # the cold call: a fresh process given the model in host memory, each part timed, the same answer
+    # the cold call: the weights packed into a file, a fresh process given the model without them, reading them
+    # through the double buffers (unpinned on a CPU), warmed up on the first two micro-batches (1 and 4 segments
+    # here), each part timed, the same answer
     cold = figures["parts"]["cold_call"]
     assert cold["same_tokens"] and cold["first_request"]["tokens"] == 8
-    assert cold["cold_call_s"] >= cold["first_request"]["total_s"] > 0
+    assert cold["cold_call_s"] >= cold["first_request"]["total_s"] + cold["warm_up_s"] > 0
+    read = cold["weights_read"]
+    assert read["gb"] == cold["pack_gb"] > 0 and read["pinned"] is False and read["buffer_mb"] == 128
+    assert isinstance(read["direct_io"], bool) and cold["pack_file_system"]
+    assert cold["warm_up"]["segments"] == 5 and cold["warm_up"]["request_s"] > 0
     assert all(figures["parts"]["mfu"][f"{part}_tflop"] > 0 for part in ("vision", "compressor", "prefill"))
     # the loader variants, each in a process of its own, and the compiled part loading its packages as chosen
     loader = figures["parts"]["loader"]
     assert loader["passed"] == ["plain", "once"] and loader["chosen"] == figures["loader_chosen"] == "once"
     assert all(v["wrong_cache_refused"] and v["relative_difference"] <= 1e-4 for v in loader["variants"].values())
     assert compiled["variant"]["loader"] == "once"
+    # before them, the diagnosis: a one-layer package built (with $CXX; here it is the system's g++, so built once),
+    # its library read, and each way of loading it tried in a process of its own; here every way loads
+    diagnosis = loader["diagnosis"]
+    assert diagnosis["builds"]["default"]["ok"] and diagnosis["builds"]["system"]["ok"]
+    assert set(diagnosis["tests"]) == set(TESTS) and all(test["ok"] for test in diagnosis["tests"].values())
+    assert diagnosis["libraries"][0]["stack"] in ("RW", "RWE") and diagnosis["environment"]["torch"]
+    assert figures["loader_cause"] == diagnosis["cause"] and figures["loader_remedy"] == diagnosis["remedy"] == "none"
+    assert figures["weights_read_gb_s"] > 0
     # int8 weights: the decoder's logits against the same model before rounding, and the hour answered with them
     int8 = figures["parts"]["int8"]
     assert int8["saved_gb"] > 0 and int8["within_tolerance"] and int8["hour"]["tokens"] == 8
@@ -131,6 +147,28 @@ def test_the_fit_follows_the_figures():
     figures = runs()
     figures[0]["parts"]["hour"]["timings"]["prefill"] *= 2  # the slower card's compute sets the reservation
     assert GpuCost.fitted(figures).answer > COST.answer
+
+
+def test_the_start_is_the_larger_cold_call_excess_rounded_up():
+    """The H100's cold call was 5.14 s over its warm request, the H200's 4.62 s: the start is 5.2 s. An H200 excess
+    of 6.01 s would make it 6.1 s; without a cold call on the H200, the H100's alone gives 5.2 s again."""
+    figures = runs()
+    assert [run["parts"]["cold_call"]["cold_minus_warm_s"] for run in figures] == [5.1393, 4.6192]
+    assert GpuCost.fitted(figures).start == 5.2
+    figures[1]["parts"]["cold_call"]["cold_minus_warm_s"] = 6.01
+    assert GpuCost.fitted(figures).start == 6.1
+    del figures[1]["parts"]["cold_call"]
+    assert GpuCost.fitted(figures).start == 5.2
+
+
+def test_the_token_is_worked_out_by_hand():
+    """Bytes 8.045 + 1.211 GB; efficiency the lower of 3016.8/3350 (H100) and 4256.2/4800 (H200), 0.887; fixed
+    9.29 - 3.116 = 6.174 ms and 8.73 - 2.175 = 6.555 ms; on the half card 9.256e9 / (0.896e12 x 0.887) = 11.646 ms
+    of bytes plus their mean 6.364 ms is 18.01 ms, 22.5 ms with the margin."""
+    fit = StepFit.fitted(runs())
+    assert fit.efficiency == 0.887 and fit.fixed_s == (0.00617, 0.00656)
+    assert fit.seconds(ZEROGPU_HALF_RTX_PRO_6000[1])[1] == pytest.approx(0.01801, abs=2e-5)
+    assert COST.token == 0.0225
 
 
 def test_figures_written_before_the_rename_still_fit():

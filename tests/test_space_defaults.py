@@ -93,3 +93,18 @@ def test_requirements_admit_every_torch_zerogpu_runs():
     lines = (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
     torch = next(Requirement(line) for line in lines if line.startswith("torch"))
     assert [version for version in ZEROGPU.torch if version not in torch.specifier] == []
+
+
+def test_what_ten_questions_would_take_is_the_edge_of_ten():
+    """`needed`'s answers are edges: at the value found the day starts 10 questions, 0.2 ms above it fewer; a part
+    that cannot reach 10 even at zero is None."""
+    from benchmarks.gpu_reservations import GOAL, largest
+
+    def day(cost: GpuCost) -> int:
+        return cost.questions_a_day(max_new_tokens=512)
+
+    segment = largest(COST, "segment")
+    assert segment is not None and day(dataclasses.replace(COST, segment=segment)) >= GOAL
+    assert day(dataclasses.replace(COST, segment=segment + 2e-4)) < GOAL
+    assert largest(COST, "token") is None and day(dataclasses.replace(COST, token=0.0)) < GOAL
+    assert largest(COST, "segment", goal=day(COST)) == COST.segment  # a goal already met asks for nothing

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.gpu import aoti_probe, ceilings, cold_call, compiled, fast_paths, runs
+from benchmarks.gpu import aoti_env, aoti_probe, ceilings, cold_call, compiled, fast_paths, runs
 from benchmarks.gpu.checkpoint import TEMPLATE, TEMPO_6B, TINY, Shapes, parameter_count, write_checkpoint
 from benchmarks.gpu.report import HEADLINE, headline, verdicts
 from tempo.config import SamplingConfig
@@ -66,7 +66,7 @@ class Sizes:
 GPU = Sizes(TEMPO_6B, "cuda", 1024, (640, 360), 64, 3, (1, 4, 8, 16, 32), None, 480.0, 420.0,
             ("6b", 36, tuple(aoti_probe.VARIANTS), 4))
 DRY_RUN = Sizes(TINY, "cpu", 64, (160, 90), 8, 1, (1, 4), ("shapes_red_circle",), 900.0, 900.0,
-                ("tiny", 2, ("plain", "once"), 1))
+                ("tiny", 2, ("plain", "once"), 2))
 VIDEOS = {"hour": 3600.0, "ten_minutes": 600.0}
 NEEDED_BY_EVERY_PART = frozenset({"environment", "load", "videos", "warm_up", "hour"})
 NEEDED_BY = {"compiled": frozenset({"loader"})}  # the compiled part loads its packages as the loader part chose
@@ -207,10 +207,19 @@ def follow_ups(model: TempoModel, video: runs.Video, first: runs.Request, sizes:
 
 
 def loader_part(sizes: Sizes, device: torch.device, directory: Path) -> dict:
-    """Each way of building and loading the compiled layer step, in a process of its own (a crash names its
+    """First why a one-layer package would not load here (`aoti_env.diagnose`), whose remedy every later build takes;
+    then each way of building and loading the compiled layer step, in a process of its own (a crash names its
     variant); `chosen` is what the compiled part uses."""
     probe_sizes, layers, variants, at_once = sizes.loader
-    return aoti_probe.run_all(directory, probe_sizes, layers, list(variants), device.type, at_once=at_once)
+    try:
+        diagnosis = aoti_env.diagnose(directory / "trivial", device.type, at_once=at_once)
+    except Exception as exc:  # the variants still run, built as before
+        log.error("the loader diagnosis failed: %s", exc)
+        diagnosis = {"error": f"{type(exc).__name__}: {str(exc)[-1500:]}", "remedy": "none"}
+    log.info("loader diagnosis: cause %s, remedy %s", diagnosis.get("cause"), diagnosis["remedy"])
+    aoti_env.apply(diagnosis["remedy"])
+    figures = aoti_probe.run_all(directory, probe_sizes, layers, list(variants), device.type, at_once=at_once)
+    return {"diagnosis": diagnosis, **figures}
 
 
 def chosen_variant(check: Check) -> aoti_probe.Variant:
@@ -278,8 +287,11 @@ def utilisation(model: TempoModel, hour: runs.Video, first: runs.Request, check:
 
 
 def cold(model: TempoModel, hour: runs.Video, first: runs.Request, sizes: Sizes) -> dict:
-    """The cold call with the shipped CUDA-graph step (compiled runs last); its answer against the first one."""
-    figures = cold_call.cold_call(model, hour, sizes.answer_tokens, None)
+    """The cold call with the shipped CUDA-graph step (compiled runs last), the weights moved as ZeroGPU moves them;
+    its answer against the first one."""
+    weights = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
+    reserve = max(0, round(first.peak_memory_gb * 1e9) - weights)  # what the warm hour held beyond its weights
+    figures = cold_call.cold_call(model, hour, sizes.answer_tokens, None, reserve)
     figures["same_tokens"] = figures.pop("token_ids") == first.finished.token_ids
     return figures
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from tempo.conformance import BF16_RTOL
 
 HEADLINE = ("device", "hour_seconds", "followup_seconds", "cold_call_seconds", "per_token_ms", "peak_memory_gb",
-            "vision_mfu", "compressor_mfu", "prefill_mfu", "compressor_speedup", "conformance")
+            "vision_mfu", "compressor_mfu", "prefill_mfu", "compressor_speedup", "conformance", "loader_cause",
+            "loader_remedy")
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -49,6 +50,9 @@ def headline(figures: dict) -> None:
     loader = parts.get("loader", {})
     figures["loader_chosen"] = loader.get("chosen")
     figures["loader_passed"] = loader.get("passed")
+    figures["loader_cause"] = loader.get("diagnosis", {}).get("cause")
+    figures["loader_remedy"] = loader.get("diagnosis", {}).get("remedy")
+    figures["weights_read_gb_s"] = parts.get("cold_call", {}).get("weights_read", {}).get("gb_s")
     int8 = parts.get("int8", {})
     figures["int8_hour_seconds"] = int8.get("hour", {}).get("total_s")
     figures["int8_peak_memory_gb"] = int8.get("hour", {}).get("peak_memory_gb")
