@@ -38,7 +38,7 @@ from benchmarks.gpu.report import HEADLINE, headline, verdicts
 from tempo.config import SamplingConfig
 from tempo.conformance import BF16_RTOL, check_set
 from tempo.model import TempoModel, from_pretrained
-from tempo.model.int8 import quantize_model
+from tempo.model.int8 import packed_kernel, quantize_model
 
 log = logging.getLogger("gpu-check")
 
@@ -275,7 +275,8 @@ def int8_part(model: TempoModel, hour: runs.Video, first: runs.Request, sizes: S
             "logits_max_relative": relative, "steps": len(tokens),
             "flipped": int((rounded.argmax(-1) != reference.argmax(-1)).sum()),
             "within_tolerance": relative <= INT8_RTOL, "hour": again.figures(),
-            "same_tokens": f"{same}/{len(first.finished.token_ids)}"}
+            "same_tokens": f"{same}/{len(first.finished.token_ids)}",
+            "packed_kernel": model.device.type == "cuda" and packed_kernel()}  # decoding steps' int8 product
 
 
 def utilisation(model: TempoModel, hour: runs.Video, first: runs.Request, check: Check) -> dict:
