@@ -33,8 +33,9 @@ from .blend_stages import train_blend_stage
 from .compose import FAMILIES, Composer, Mixture, build_pool, copy_accuracy, train_composed
 from .curriculum import align_and_joint, pretrain, set_relevance_direction, training_videos
 from .localise import localisation_accuracy, ranking_regulariser, train_localisation
-from .recipe import TUNING_SEEDS, ComposedStage, LocaliseStage, PaperStage, Recipe, Stage
+from .recipe import TUNING_SEEDS, ComposedStage, LocaliseStage, PaperStage, Recipe, RelevanceStage, Stage
 from .state import composed_pools, finish, resume
+from .two_objects import train_relevance_stage
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +148,8 @@ def train_stage(stage: Stage, recipe: Recipe, state_path: str, out_dir: str, dev
         return train_paper_stage(stage, recipe, state_path, out_dir, device, every)
     if isinstance(stage, ComposedStage):
         return train_composed_stage(stage, recipe, state_path, out_dir, device, every)
+    if isinstance(stage, RelevanceStage):
+        return train_relevance_stage(stage, recipe, state_path, out_dir, device, every)
     return train_blend_stage(stage, recipe, state_path, out_dir, device, every)
 
 
