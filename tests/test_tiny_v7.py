@@ -14,9 +14,13 @@ from tempo.train.compose import Composed
 from tempo.train.distractors import NeedleDistractors, distractor_segments, named_pair
 from tempo.train.localise import SegmentIndex, ranking_loss
 from tempo.train.recipe import BlendStage, Recipe, RelevanceStage
+from tempo.train.staged import lineage, run_stage
 from tempo.train.two_objects import FORMS, two_object_list, two_object_loss
 from tempo.train.uneven_tags import UnevenTags
+from tests.conftest import ROOT
 from tests.test_tiny_v4 import pool_without_compression, sources
+
+V6_STATE = ROOT / "experiments" / "tiny-v6" / "stage.safetensors"
 
 
 class Fixed:
@@ -162,3 +166,27 @@ def test_v6_s_stages_stay_as_they_were_and_v7_goes_on_from_stage_12():
     slots = [s.slot for s in blends]
     assert all(slots.count(s.slot) == 1 and s.slot not in range(9) for s in v7)  # fresh videos (slot 14: sweep)
     assert dataclasses.replace(relevance, steps=10).scaled(0.5).steps == 5
+
+
+def test_a_stage_goes_on_from_the_one_its_record_follows():
+    recipe = Recipe()
+    assert lineage(recipe, 14) == list(range(1, 15))  # v6, as before
+    assert lineage(recipe, 17) == [*range(1, 13), 15, 16, 17]  # v7 goes on from v6's shipped stage 12
+
+
+@pytest.mark.slow
+def test_stages_15_and_16_run_from_v6_s_state_file(tmp_path):
+    # v6's committed state file holds stage 14, so here stage 15 follows 14; few frames, short videos
+    recipe = Recipe(seed=5).scaled(0.001)
+    stages = tuple(dataclasses.replace(s, follows=14) if s.number == 15 else s for s in recipe.stages)
+    recipe = dataclasses.replace(recipe, stages=stages, max_frames=64, tuning_max_duration=60.0,
+                                 blend_max_duration=60.0, blend_videos=4, blend_short_videos=4)
+    state = str(tmp_path / "v7" / "stage.safetensors")
+    report = run_stage(15, recipe, state, str(tmp_path / "fifteen"), torch.device("cpu"), 50, source=str(V6_STATE))
+    assert report["memory_drift_before"] == 0.0 and report["memory_drift_after"] >= 0.0
+    assert set(report["two_object_localisation_after"]) == {"questions", "top_shows_one", "both_over_half",
+                                                            "mean_lower_best"}
+    report = run_stage(16, recipe, state, str(tmp_path / "sixteen"), torch.device("cpu"), 50)
+    curve = report["parts"]["blend"]["growth_curve"]
+    assert [point["after_width"] for point in curve] == list(recipe.stage(16).widths)
+    assert "short own video, uneven tags" in report["reading_before"]
