@@ -121,11 +121,12 @@ def aggregate(summaries: list[dict]) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", default=None, help="a checkpoint folder (default: the embedded Tempo-Tiny)")
     parser.add_argument("--json", required=True, help="where the readings go")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     torch.set_num_threads(1)
-    model = from_pretrained(None, device="cpu")
+    model = from_pretrained(args.model, device="cpu")
     videos = [v for v in [read_video(model, *EXAMPLE)] + [read_video(model, s, None) for s in SEEDS] if v]
     shipped = {name: aggregate([summary(**{key: v["read"][name][key] for key in ("relevance", "labels", "each")})
                                 for v in videos]) for name in videos[0]["read"]}
