@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from tempo.synthetic import COLOURS, KINDS, generate_video
-from tempo.train import data
-from tempo.train.compose import Composed
+from tempo.train import blend_stages, compose_long, data, state
+from tempo.train.blend_stages import blend_samplers, stage_pools
+from tempo.train.compose import FAMILIES, Composed
 from tempo.train.distractors import NeedleDistractors, distractor_segments, named_pair
 from tempo.train.localise import SegmentIndex, ranking_loss
 from tempo.train.recipe import BlendStage, Recipe, RelevanceStage
@@ -190,3 +191,25 @@ def test_stages_15_and_16_run_from_v6_s_state_file(tmp_path):
     curve = report["parts"]["blend"]["growth_curve"]
     assert [point["after_width"] for point in curve] == list(recipe.stage(16).widths)
     assert "short own video, uneven tags" in report["reading_before"]
+
+
+@pytest.mark.parametrize("number", [16, 17])
+def test_v7_s_blend_has_a_sampler_for_every_weight_with_distractors_last(monkeypatch, number):
+    recipe = dataclasses.replace(Recipe().scaled(0.05), blend_max_duration=600.0)
+    stage = recipe.stage(number)
+    assert isinstance(stage, BlendStage)
+
+    def without_compression(model, videos, rng, first=0, families=FAMILIES, max_frames=1024):
+        return pool_without_compression(videos, families)
+
+    for module in (compose_long, state, blend_stages):
+        monkeypatch.setattr(module, "build_pool", without_compression)
+    blend, held_out = blend_samplers(stage_pools(None, recipe, stage, np.random.default_rng(0)), recipe, stage)
+    assert len(blend.samplers) == len(stage.weights)  # checked an hour into a stage otherwise, after its pools
+    assert [type(s) for s in blend.samplers[-2:]] == [NeedleDistractors, NeedleDistractors]
+    assert all(not isinstance(s, NeedleDistractors) for s in blend.samplers[:-2])
+    assert "short own video, uneven tags" in held_out
+    rng = np.random.default_rng(0)
+    for sampler in blend.samplers[-2:]:
+        if sampler.pool:
+            assert sampler.sample(128, rng).family == "needle"

@@ -114,7 +114,7 @@ def blend_samplers(pools: StagePools, recipe: Recipe, stage: BlendStage) -> tupl
                                Composer(short, recipe.blend_family_weights)]
     weights = stage.weights
     counting = stage.counting_pool_share > 0
-    if len(weights) - len(samplers) - 2 * temporal - counting == 1:  # the short videos whole at W >= their length
+    if len(weights) - len(samplers) - 2 * temporal - counting - 2 * stage.distractors == 1:  # short videos whole
         samplers.append(OwnVideo(short, recipe.blend_family_weights))
     if temporal:
         samplers += [OwnVideo(pool, stage.temporal_weights or recipe.blend_temporal_weights, TEMPORAL_FAMILIES)

@@ -136,8 +136,9 @@ TEMPORAL_WEIGHTS = (2.0, 1.0)
 # The decoder v6 grows v5's into: the sizing sweep's pick (experiments/tiny-v6/README.md, sweep/sizing-sweep.json).
 V6_DECODER = DecoderSize(layers=5, width=128, heads=4, kv_heads=2, mlp_width=384)
 
-# v7's blend: stage 12's shares, then needle inputs with distractors of long and of short videos.
-V7_BLEND = (0.25, 0.1, 0.1, 0.1, 0.25, 0.2, 0.1, 0.1)
+# v7's blend: own video, global, other videos, short own video, interval and order of long and of short videos
+# (stage 12's, each a little less), then needle inputs with distractors of long and of short videos.
+V7_BLEND = (0.2, 0.1, 0.1, 0.05, 0.2, 0.15, 0.1, 0.1)
 
 STAGES: tuple[Stage, ...] = (
     LocaliseStage(1, "v3", steps=2400, lists=4, lr=5e-4),
