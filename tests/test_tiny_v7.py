@@ -11,7 +11,7 @@ import torch
 from tempo.synthetic import COLOURS, KINDS, generate_video
 from tempo.train import blend_stages, compose_long, data, state
 from tempo.train.blend_stages import blend_samplers, stage_pools
-from tempo.train.compose import FAMILIES, Composed
+from tempo.train.compose import FAMILIES, Composed, names_off_tags
 from tempo.train.distractors import NeedleDistractors, distractor_segments, named_pair
 from tempo.train.localise import SegmentIndex, ranking_loss
 from tempo.train.recipe import BlendStage, Recipe, RelevanceStage
@@ -213,3 +213,11 @@ def test_v7_s_blend_has_a_sampler_for_every_weight_with_distractors_last(monkeyp
     for sampler in blend.samplers[-2:]:
         if sampler.pool:
             assert sampler.sample(128, rng).family == "needle"
+
+
+def test_the_growth_curve_counts_timed_answers_no_tag_allows():
+    example = Fixed("interval").sample(32, np.random.default_rng(0))  # tags 900.0 to 1210.0, 10 s apart
+    assert names_off_tags(example, "From 915.0 to 9915.0 seconds.")  # the second time's digits written twice
+    assert names_off_tags(example, "At 1300.0 seconds.") and names_off_tags(example, "At 19.0 seconds.")
+    assert not names_off_tags(example, "From 895.0 to 1219.0 seconds.")  # within a step of the first and last tag
+    assert not names_off_tags(example, "The red square.")

@@ -172,7 +172,7 @@ STAGES: tuple[Stage, ...] = (
     BlendStage(14, "v6", weights=(0.25, 0.1, 0.1, 0.1, 0.25, 0.2), video_tags=0.5, temporal=True, widths=(64, 128),
                steps=(1500, 700), lr=5e-4, layers=V6_DECODER.layers, pool_share=0.5, slot=8),
     # v7 (experiments/tiny-v7/README.md) goes on from v6's shipped stage 12, not from 13 or 14.
-    RelevanceStage(15, "v7", follows=12, steps=1500, lists=4, lr=2e-4, two_object_share=0.5, anchor=10.0),
+    RelevanceStage(15, "v7", follows=12, steps=1000, lists=4, lr=2e-4, two_object_share=0.5, anchor=100.0),
     BlendStage(16, "v7", weights=V7_BLEND, video_tags=0.5, temporal=True, widths=(16, 32, 64, 128),
                steps=(1200, 1200, 1200, 900), lr=1e-3, layers=V6_DECODER.layers, pool_share=0.75, slot=9,
                distractors=True, uneven_tags=0.25),

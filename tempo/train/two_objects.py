@@ -151,7 +151,7 @@ def train_two_objects(model: TempoModel, head: nn.Linear, videos: list[data.Enco
             anchors.append(anchor.item())
         schedule.step()
         progress.update(step, total)
-    return progress.summary() | {"anchor_first_100": float(np.mean(anchors[:100])),
+    return progress.summary() | {"anchors": [round(a, 5) for a in anchors[::max(1, len(anchors) // 100)]],
                                  "anchor_last_100": float(np.mean(anchors[-100:]))}
 
 
