@@ -184,9 +184,9 @@ def test_stages_15_and_16_run_from_v6_s_state_file(tmp_path):
                                  blend_max_duration=60.0, blend_videos=4, blend_short_videos=4)
     state = str(tmp_path / "v7" / "stage.safetensors")
     report = run_stage(15, recipe, state, str(tmp_path / "fifteen"), torch.device("cpu"), 50, source=str(V6_STATE))
-    assert report["memory_drift_before"] == 0.0 and report["memory_drift_after"] >= 0.0
-    assert set(report["two_object_localisation_after"]) == {"questions", "top_shows_one", "both_over_half",
-                                                            "mean_lower_best"}
+    assert report["before"]["memory_drift"] == 0.0 and report["after"]["memory_drift"] >= 0.0
+    assert set(report["after"]["two_object_localisation"]) == {"questions", "top_shows_one", "both_over_half",
+                                                               "mean_lower_best"}
     report = run_stage(16, recipe, state, str(tmp_path / "sixteen"), torch.device("cpu"), 50)
     curve = report["parts"]["blend"]["growth_curve"]
     assert [point["after_width"] for point in curve] == list(recipe.stage(16).widths)

@@ -7,6 +7,7 @@ on a few short training videos, from a state file, CPU time by the process's own
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import logging
 import resource
@@ -51,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     model.compressor.vlm.language_model.requires_grad_(True)
     head.requires_grad_(True)
     started = cpu_seconds()
-    summary = train_two_objects(model, head, encoded, args.steps, 4, 2e-4, 0.5, args.anchor,
+    frozen = copy.deepcopy(model.compressor).requires_grad_(False).eval()
+    summary = train_two_objects(model, head, frozen, encoded, args.steps, 4, 2e-4, 0.5, args.anchor,
                                 np.random.default_rng(0), every=1)
     per_update = (cpu_seconds() - started) / args.steps
     report = {"state_stage": stage, "videos": args.videos, "segments": sum(len(v.plan.segments) for v in encoded),

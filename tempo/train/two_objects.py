@@ -118,12 +118,12 @@ def anchored_pass(model: TempoModel, frozen: LocalCompressor, direction: torch.T
     return last @ direction.float(), anchor
 
 
-def train_two_objects(model: TempoModel, head: nn.Linear, videos: list[data.EncodedVideo], steps: int, lists: int,
-                      lr: float, two_object_share: float, anchor_weight: float, rng: np.random.Generator,
-                      every: int) -> dict:
+def train_two_objects(model: TempoModel, head: nn.Linear, frozen: LocalCompressor, videos: list[data.EncodedVideo],
+                      steps: int, lists: int, lr: float, two_object_share: float, anchor_weight: float,
+                      rng: np.random.Generator, every: int) -> dict:
     """The compressor's language model and the base head on one- and two-object lists, each list's memory tokens
-    anchored to the compressor as it was (its memory tokens' own parameters and the vision tower stay frozen)."""
-    frozen = copy.deepcopy(model.compressor).requires_grad_(False).eval()
+    anchored to `frozen` (the compressor as it was; its memory tokens' own parameters and the vision tower stay
+    frozen)."""
     index = SegmentIndex(videos)
     tok = model.compressor_tokenizer
     yes, no = tok.token_id("Yes"), tok.token_id("No")
@@ -199,7 +199,6 @@ def memory_drift(model: TempoModel, frozen: LocalCompressor, videos: list[data.E
     return float(np.mean(drifts))
 
 
-
 def train_relevance_stage(stage: RelevanceStage, recipe: Recipe, state_path: str, out_dir: str, device: torch.device,
                           every: int) -> dict:
     """Stage 1's and stage 2's videos as ranking lists, one- and two-object; read before and after: one-object
@@ -217,22 +216,26 @@ def train_relevance_stage(stage: RelevanceStage, recipe: Recipe, state_path: str
         for i in range(recipe.tuning_videos)], recipe.max_frames, model.geometry, rng)
     report["parts"]["encode"] = {"seconds": round(time.perf_counter() - started, 1)}
     frozen = copy.deepcopy(model.compressor).requires_grad_(False).eval()
-    for when in ("before", "after"):
-        if when == "after":
-            model.train()
-            model.compressor.vlm.language_model.requires_grad_(True)
-            head.requires_grad_(True)
-            report["parts"]["two objects"] = train_two_objects(model, head, encoded, stage.steps, stage.lists,
-                                                               stage.lr, stage.two_object_share, stage.anchor, rng,
-                                                               every)
-            model.requires_grad_(False)
-            head.requires_grad_(False)
-            set_relevance_direction(model, head, out_dir, os.path.join(out_dir, BASE_DIRNAME))
-            model.eval()
-        report[f"localisation_{when}"] = localisation_accuracy(model, tuning)
-        report[f"two_object_localisation_{when}"] = two_object_localisation(model, tuning)
-        report[f"memory_drift_{when}"] = memory_drift(model, frozen, tuning[:4])
-        log.info("%s: one object %s, two objects %s, memory drift %.4f", when, report[f"localisation_{when}"],
-                 report[f"two_object_localisation_{when}"], report[f"memory_drift_{when}"])
+    report["before"] = relevance_readings(model, frozen, tuning)
+    model.train()
+    model.compressor.vlm.language_model.requires_grad_(True)
+    head.requires_grad_(True)
+    report["parts"]["two objects"] = train_two_objects(model, head, frozen, encoded, stage.steps, stage.lists,
+                                                       stage.lr, stage.two_object_share, stage.anchor, rng, every)
+    model.requires_grad_(False)
+    head.requires_grad_(False)
+    model.eval()
+    set_relevance_direction(model, head, out_dir, os.path.join(out_dir, BASE_DIRNAME))  # the head's new w_yes - w_no
+    report["after"] = relevance_readings(model, frozen, tuning)
     finish(model, head, tokenizer, stage.number, state_path, out_dir)
     return report
+
+
+def relevance_readings(model: TempoModel, frozen: LocalCompressor, tuning: list[data.EncodedVideo]) -> dict:
+    """One-object localisation, two-object localisation (on the videos' order questions) and how far the memory
+    tokens are from `frozen`'s (on the first four videos)."""
+    readings = {"localisation": localisation_accuracy(model, tuning),
+                "two_object_localisation": two_object_localisation(model, tuning),
+                "memory_drift": memory_drift(model, frozen, tuning[:4])}
+    log.info("relevance readings: %s", readings)
+    return readings
