@@ -61,7 +61,8 @@ LAYERS = [
     ["experiments.follow-ups.measure", "experiments.look-closer.measure", "experiments.tiny-v3.stage3_cost",
      "experiments.tiny-v3.tag_copy", "experiments.tiny-v4.decoder_cost", "experiments.tiny-v5.interval_ceiling",
      "experiments.tiny-v5.stage8_cost", "experiments.moments.compare", "experiments.moments.half_shift",
-     "experiments.tiny-v6.sizing_sweep", "experiments.tiny-v6.choose_stage"],
+     "experiments.tiny-v6.sizing_sweep", "experiments.tiny-v6.choose_stage", "experiments.tiny-v7.digit_copy",
+     "experiments.tiny-v7.tag_probe", "experiments.tiny-v7.two_objects", "experiments.tiny-v7.stage15_cost"],
 ]
 ROOTS = ("app", "demo", "tempo", "benchmarks", "examples", "experiments")  # the folders (and app.py) scanned
 

@@ -26,7 +26,8 @@ pytestmark = pytest.mark.slow
 FROZEN = json.loads((ROOT / "tests" / "fixtures" / "synthetic" / "v4.json").read_text())
 STAGE_SETTINGS = json.loads((ROOT / "tests" / "fixtures" / "train" / "stage-settings.json").read_text())
 OLD = ("needle", "grounding", "counting")
-V6_FIELDS = ("decoder", "counting_pool_share", "temporal_weights")  # blend stage settings v6 added, unset before
+# blend stage settings v6 and v7 added, unset before
+V6_FIELDS = ("decoder", "counting_pool_share", "temporal_weights", "follows", "distractors", "uneven_tags")
 
 
 def digest(value: object) -> str:

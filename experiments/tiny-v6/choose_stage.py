@@ -14,6 +14,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 V5 = HERE.parent / "tiny-v5"
+V7 = HERE.parent / "tiny-v7"  # v7's stages (15 on) go on from v6's 12 and are chosen by the same rule
 ONE_EVIDENCE = ("needle", "grounding", "counting")  # the old four's families with evidence (global has none)
 
 
@@ -61,11 +62,12 @@ def chosen(candidates: list[Candidate]) -> Candidate:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stages", type=int, nargs="+", default=[11, 12, 13, 14],
-                        help="stages to compare; stage 11 is v5's, read from experiments/tiny-v5")
+                        help="stages to compare; stage 11 is v5's, read from experiments/tiny-v5, stages from 15 "
+                             "v7's, from experiments/tiny-v7")
     stages = parser.parse_args().stages
     candidates = []
     for stage in stages:
-        folder = V5 if stage <= 11 else HERE
+        folder = V5 if stage <= 11 else HERE if stage <= 14 else V7
         evaluation, examples = folder / f"eval-stage-{stage}.json", folder / f"examples-stage-{stage}.json"
         if evaluation.is_file() and examples.is_file():
             candidates.append(candidate(stage, evaluation, examples))

@@ -18,8 +18,10 @@ from ..model import TempoModel
 from ..synthetic import TEMPORAL_FAMILIES, SyntheticVideo, generate_video
 from .compose import FAMILIES, Composer, PoolItem, Sampler, build_pool, copy_accuracy, train_composed
 from .compose_long import Blend, GlobalComposer, GlobalItem, OwnVideo, VideoTags, build_long_pool
+from .distractors import NeedleDistractors
 from .recipe import TRAINING_SEEDS, BlendStage, Recipe, shared_settings
 from .state import cached_pools, compressor_digest, finish, resume, short_pools, short_training_videos
+from .uneven_tags import UnevenTags
 
 log = logging.getLogger(__name__)
 LONG_SEEDS = 4_000  # offset of the blend stages' 1-60 min training videos in a recipe's seed block ...
@@ -112,15 +114,22 @@ def blend_samplers(pools: StagePools, recipe: Recipe, stage: BlendStage) -> tupl
                                Composer(short, recipe.blend_family_weights)]
     weights = stage.weights
     counting = stage.counting_pool_share > 0
-    if len(weights) - len(samplers) - 2 * temporal - counting == 1:  # the short videos whole at W >= their length
+    if len(weights) - len(samplers) - 2 * temporal - counting - 2 * stage.distractors == 1:  # short videos whole
         samplers.append(OwnVideo(short, recipe.blend_family_weights))
     if temporal:
         samplers += [OwnVideo(pool, stage.temporal_weights or recipe.blend_temporal_weights, TEMPORAL_FAMILIES)
                      for pool in (own_temporal, short_temporal)]
     if counting:
         samplers.append(OwnVideo(pools.counting, families=("counting",)))
+    if stage.distractors:
+        samplers += [NeedleDistractors(pools.long), NeedleDistractors(pools.short)]
     if len(weights) != len(samplers):
         raise ValueError(f"stage {stage.number} has {len(samplers)} samplers but {len(weights)} blend weights")
+    empty = [j for j, sampler in enumerate(samplers) if isinstance(sampler, NeedleDistractors) and not sampler.pool]
+    if empty:  # a trial's few videos may hold no needle with distractors
+        log.warning("stage %d: no needle question with distractors in samplers %s; their weight goes to the rest",
+                    stage.number, empty)
+        weights = tuple(0.0 if j in empty else w for j, w in enumerate(weights))
     held_out: dict[str, Sampler] = {"own video": OwnVideo(held_own), "global": GlobalComposer(pools.held_global),
                                     "other videos": Composer(short_held)}
     if stage.video_tags > 0:
@@ -129,6 +138,10 @@ def blend_samplers(pools: StagePools, recipe: Recipe, stage: BlendStage) -> tupl
         held_out["interval and order, own video"] = OwnVideo(held_temporal, families=TEMPORAL_FAMILIES)
         held_out["interval and order, short own video, video tags"] = VideoTags(
             OwnVideo(short_held_temporal, families=TEMPORAL_FAMILIES), 1.0)
+    if stage.distractors and (held_needles := NeedleDistractors(pools.held_long + pools.held_short)).pool:
+        held_out["needle with distractors"] = held_needles
+    if stage.uneven_tags > 0:
+        held_out["short own video, uneven tags"] = UnevenTags(OwnVideo(short_held), 1.0)
     return Blend(samplers, weights), held_out
 
 
@@ -146,7 +159,7 @@ def train_blend_stage(stage: BlendStage, recipe: Recipe, state_path: str, out_di
                       every: int) -> dict:
     """The decoder (grown to the size the stage gives) on the stage's blend, in its phases."""
     model, head, tokenizer, report, rng = resume(stage.number, recipe, state_path, out_dir, device, stage.layers,
-                                                 stage.decoder)
+                                                 stage.decoder, stage.follows)
     model.requires_grad_(False)
     report["decoder_layers"] = len(model.decoder.lm.model.layers)
     report["decoder_width"] = model.decoder.lm.config.hidden_size
@@ -163,6 +176,7 @@ def train_blend_stage(stage: BlendStage, recipe: Recipe, state_path: str, out_di
                                                                      sampler.families == TEMPORAL_FAMILIES)}
     log.info("pools: %s", report["parts"]["pools"])
     training: Sampler = VideoTags(blend, stage.video_tags) if stage.video_tags > 0 else blend
+    training = UnevenTags(training, stage.uneven_tags) if stage.uneven_tags > 0 else training
 
     def read(reading_model: TempoModel) -> dict:
         return blend_reading(reading_model, held_out, recipe.blend_eval_inputs)

@@ -265,45 +265,53 @@ def greedy_answer(model: TempoModel, example: Composed, tokens: list[int]) -> st
     return tok.decode(answer)
 
 
-def when_within_tolerance(model: TempoModel, example: Composed, tokens: list[int]) -> bool:
-    """Whether the greedy answer to a "when" question names a time the grader accepts: within half a segment
-    (+1 s) of the evidence segment's tag."""
+def when_within_tolerance(model: TempoModel, example: Composed, tokens: list[int], answer: str | None = None) -> bool:
+    """Whether the greedy answer (or `answer`) to a "when" question names a time the grader accepts: within half a
+    segment (+1 s) of the evidence segment's tag."""
     tag = float(example.answer.split()[1])
-    return is_correct(Question("grounding", example.question, example.answer, ((tag, tag),)),
-                      greedy_answer(model, example, tokens), example.segment_seconds)
+    answer = greedy_answer(model, example, tokens) if answer is None else answer
+    return is_correct(Question("grounding", example.question, example.answer, ((tag, tag),)), answer,
+                      example.segment_seconds)
 
 
-def interval_within_iou(model: TempoModel, example: Composed, tokens: list[int]) -> bool:
-    """Whether the greedy answer to an interval question overlaps the tagged answer's interval as the grader
-    requires (temporal IoU >= 0.5)."""
+def interval_within_iou(model: TempoModel, example: Composed, tokens: list[int], answer: str | None = None) -> bool:
+    """Whether the greedy answer (or `answer`) to an interval question overlaps the tagged answer's interval as the
+    grader requires (temporal IoU >= 0.5)."""
     start, end = named_seconds(example.answer)
-    return is_correct(Question("interval", example.question, example.answer, ((start, end),)),
-                      greedy_answer(model, example, tokens), example.segment_seconds)
+    answer = greedy_answer(model, example, tokens) if answer is None else answer
+    return is_correct(Question("interval", example.question, example.answer, ((start, end),)), answer,
+                      example.segment_seconds)
+
+
+def names_off_tags(example: Composed, answer: str) -> bool:
+    """Whether a timed answer names a time no tag of its input allows: before the first tag or after the last by
+    more than a step, what "outside the video" is for a composed input (a digit written twice lands there)."""
+    low, high = example.tag_times[0] - example.segment_seconds, example.tag_times[-1] + example.segment_seconds
+    return any(not low <= seconds <= high for seconds in named_seconds(answer))
 
 
 def copy_accuracy(model: TempoModel, composer: Sampler, per_width: int = 40, seed: int = 0,
                   widths: tuple[int, ...] = EVAL_WIDTHS) -> dict:
     """Held-out teacher-forced exact match per width and family, allocated by ATA at a quarter of all tokens;
-    `when_within` and `interval_within` grade the greedy "when" and interval answers as the grader does.
+    `when_within` and `interval_within` grade the greedy "when" and interval answers as the grader does, and
+    `off_tags` counts those naming a time the input's tags do not allow (`names_off_tags`).
     `composer`: anything with `sample`."""
     rng = np.random.default_rng(seed)
     k_max = model.spec.num_memory_tokens
     readings: dict = {}
     for width in widths:
         hits: dict[str, list[bool]] = {}
-        within: list[bool] = []
-        overlapping: list[bool] = []
+        graded: dict[str, list[bool]] = {"when_within": [], "interval_within": [], "off_tags": []}
         for _ in range(per_width):
             example = composer.sample(width, rng)
             tokens = evaluation_allocation(example.relevance, k_max)
             hits.setdefault(example.family, []).append(teacher_forced_match(model, example, tokens))
-            if example.family == "grounding":
-                within.append(when_within_tolerance(model, example, tokens))
-            if example.family == "interval":
-                overlapping.append(interval_within_iou(model, example, tokens))
+            if example.family in ("grounding", "interval"):
+                answer = greedy_answer(model, example, tokens)
+                within = when_within_tolerance if example.family == "grounding" else interval_within_iou
+                graded["when_within" if example.family == "grounding" else "interval_within"].append(
+                    within(model, example, tokens, answer))
+                graded["off_tags"].append(names_off_tags(example, answer))
         readings[str(width)] = {family: round(float(np.mean(h)), 3) for family, h in sorted(hits.items())}
-        if within:
-            readings[str(width)]["when_within"] = round(float(np.mean(within)), 3)
-        if overlapping:
-            readings[str(width)]["interval_within"] = round(float(np.mean(overlapping)), 3)
+        readings[str(width)] |= {name: round(float(np.mean(g)), 3) for name, g in graded.items() if g}
     return readings

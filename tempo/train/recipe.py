@@ -31,6 +31,24 @@ class LocaliseStage:
 
 
 @dataclass(frozen=True)
+class RelevanceStage:
+    """v7: the compressor's relevance on one-object ranking lists and lists for questions naming two objects
+    (`two_objects`), its memory tokens anchored to where the stage it follows left them."""
+
+    number: int
+    version: str
+    follows: int  # the stage whose state it starts from
+    steps: int  # updates ...
+    lists: int  # ... of this many lists each
+    lr: float
+    two_object_share: float  # of the lists
+    anchor: float  # weight of the memory anchor beside the ranking losses
+
+    def scaled(self, factor: float) -> RelevanceStage:
+        return replace(self, steps=scaled_count(self.steps, factor))
+
+
+@dataclass(frozen=True)
 class PaperStage:
     """The paper's stages 0-2 at toy scale (the recipe's align, joint and longer settings), the ranking loss beside
     every step that trains the compressor."""
@@ -100,12 +118,15 @@ class BlendStage:
     decoder: DecoderSize | None = None  # the decoder grown to this size first (width, heads, MLP and layers)
     counting_pool_share: float = 0.0  # of the slot's videos after `pool_share`, pooled for counting questions alone
     temporal_weights: tuple[float, ...] | None = None  # interval : order; None: the recipe's
+    follows: int | None = None  # the stage whose state it starts from; None: the one numbered before it
+    distractors: bool = False  # v7: needle inputs with distractors (long, then short videos) end the weights
+    uneven_tags: float = 0.0  # v7: share of the inputs whose tags are not evenly spaced (`uneven_tags`)
 
     def scaled(self, factor: float) -> BlendStage:
         return replace(self, steps=tuple(scaled_count(s, factor) for s in self.steps))
 
 
-Stage = LocaliseStage | PaperStage | ComposedStage | BlendStage
+Stage = LocaliseStage | PaperStage | ComposedStage | BlendStage | RelevanceStage
 
 # Needle, grounding and counting weights of the blend stages' own-video and other-video inputs, and the interval
 # and order weights of their temporal ones: two numbers to copy against one name to read.
@@ -114,6 +135,10 @@ TEMPORAL_WEIGHTS = (2.0, 1.0)
 
 # The decoder v6 grows v5's into: the sizing sweep's pick (experiments/tiny-v6/README.md, sweep/sizing-sweep.json).
 V6_DECODER = DecoderSize(layers=5, width=128, heads=4, kv_heads=2, mlp_width=384)
+
+# v7's blend: own video, global, other videos, short own video, interval and order of long and of short videos
+# (stage 12's, each a little less), then needle inputs with distractors of long and of short videos.
+V7_BLEND = (0.2, 0.1, 0.1, 0.05, 0.2, 0.15, 0.1, 0.1)
 
 STAGES: tuple[Stage, ...] = (
     LocaliseStage(1, "v3", steps=2400, lists=4, lr=5e-4),
@@ -146,6 +171,13 @@ STAGES: tuple[Stage, ...] = (
                pool_share=0.5, slot=7, counting_pool_share=0.5, temporal_weights=(1.0, 1.0)),
     BlendStage(14, "v6", weights=(0.25, 0.1, 0.1, 0.1, 0.25, 0.2), video_tags=0.5, temporal=True, widths=(64, 128),
                steps=(1500, 700), lr=5e-4, layers=V6_DECODER.layers, pool_share=0.5, slot=8),
+    # v7 (experiments/tiny-v7/README.md) goes on from v6's shipped stage 12, not from 13 or 14.
+    RelevanceStage(15, "v7", follows=12, steps=1000, lists=4, lr=2e-4, two_object_share=0.5, anchor=100.0),
+    BlendStage(16, "v7", weights=V7_BLEND, video_tags=0.5, temporal=True, widths=(16, 32, 64, 128),
+               steps=(1200, 1200, 1200, 900), lr=1e-3, layers=V6_DECODER.layers, pool_share=0.75, slot=9,
+               distractors=True, uneven_tags=0.25),
+    BlendStage(17, "v7", weights=V7_BLEND, video_tags=0.5, temporal=True, widths=(64, 128), steps=(1500, 700),
+               lr=5e-4, layers=V6_DECODER.layers, pool_share=0.5, slot=10, distractors=True, uneven_tags=0.25),
 )
 
 

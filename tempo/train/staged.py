@@ -33,8 +33,9 @@ from .blend_stages import train_blend_stage
 from .compose import FAMILIES, Composer, Mixture, build_pool, copy_accuracy, train_composed
 from .curriculum import align_and_joint, pretrain, set_relevance_direction, training_videos
 from .localise import localisation_accuracy, ranking_regulariser, train_localisation
-from .recipe import TUNING_SEEDS, ComposedStage, LocaliseStage, PaperStage, Recipe, Stage
+from .recipe import TUNING_SEEDS, ComposedStage, LocaliseStage, PaperStage, Recipe, RelevanceStage, Stage
 from .state import composed_pools, finish, resume
+from .two_objects import train_relevance_stage
 
 log = logging.getLogger(__name__)
 
@@ -147,17 +148,29 @@ def train_stage(stage: Stage, recipe: Recipe, state_path: str, out_dir: str, dev
         return train_paper_stage(stage, recipe, state_path, out_dir, device, every)
     if isinstance(stage, ComposedStage):
         return train_composed_stage(stage, recipe, state_path, out_dir, device, every)
+    if isinstance(stage, RelevanceStage):
+        return train_relevance_stage(stage, recipe, state_path, out_dir, device, every)
     return train_blend_stage(stage, recipe, state_path, out_dir, device, every)
 
 
-def start_from(source: str, state_path: str, stage: int) -> None:
-    """Begin `state_path`'s folder with `source`'s state file and the logs of the stages before `stage` (a new
-    version's folder goes on from an earlier one's)."""
+def lineage(recipe: Recipe, number: int) -> list[int]:
+    """The stages whose states led to stage `number`, first to last, with it: each goes on from the one numbered
+    before it unless its record names the stage it `follows` (v7's from v6's shipped 12, not 14)."""
+    chain = [number]
+    while chain[-1] > 1:
+        follows = getattr(recipe.stage(chain[-1]), "follows", None)
+        chain.append(chain[-1] - 1 if follows is None else follows)
+    return chain[::-1]
+
+
+def start_from(source: str, state_path: str, stages: list[int]) -> None:
+    """Begin `state_path`'s folder with `source`'s state file and the logs of `stages` beside it (a new version's
+    folder goes on from an earlier one's)."""
     folder, earlier = os.path.dirname(os.path.abspath(state_path)), os.path.dirname(os.path.abspath(source))
     if os.path.abspath(source) == os.path.abspath(state_path):
         return
     os.makedirs(folder, exist_ok=True)
-    for number in range(1, stage):
+    for number in stages:
         name = f"stage-{number}.json"
         if os.path.isfile(os.path.join(earlier, name)):
             shutil.copyfile(os.path.join(earlier, name), os.path.join(folder, name))
@@ -172,7 +185,7 @@ def run_stage(number: int, recipe: Recipe, state_path: str, out_dir: str | None,
     `source`, the stage starts from that state file instead (`start_from`)."""
     stage = recipe.stage(number)
     if source is not None:
-        start_from(source, state_path, number)
+        start_from(source, state_path, lineage(recipe, number)[:-1])
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as scratch:
         report = train_stage(stage, recipe, state_path, out_dir or scratch, device, every)
@@ -181,16 +194,16 @@ def run_stage(number: int, recipe: Recipe, state_path: str, out_dir: str | None,
     with open(os.path.join(folder, f"stage-{number}.json"), "w", encoding="utf-8") as f:
         json.dump(report, f, indent=1)
     if out_dir:
-        write_training_log(folder, stage, out_dir)
+        write_training_log(folder, stage, lineage(recipe, number), out_dir)
     log.info("stage %d took %.0f s -> %s", number, report["seconds"], state_path)
     return report
 
 
-def write_training_log(folder: str, stage: Stage, out_dir: str) -> None:
-    """The logs of the stages up to `stage` from `folder` as one training log, with the recipe's wall time so
-    far."""
+def write_training_log(folder: str, stage: Stage, stages_run: list[int], out_dir: str) -> None:
+    """The logs of `stages_run` (the stages that led to `stage`, with it) from `folder` as one training log, with
+    the recipe's wall time so far."""
     stages = {}
-    for number in range(1, stage.number + 1):
+    for number in stages_run:
         with open(os.path.join(folder, f"stage-{number}.json"), encoding="utf-8") as f:
             stages[str(number)] = json.load(f)
     with open(os.path.join(out_dir, "training_log.json"), "w", encoding="utf-8") as f:

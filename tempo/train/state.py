@@ -64,12 +64,14 @@ def load_state(path: str, out_dir: str, device: torch.device, layers: int | None
 
 
 def resume(stage: int, recipe: Recipe, state_path: str, out_dir: str, device: torch.device, layers: int | None = None,
-           decoder: DecoderSize | None = None) -> tuple[TempoModel, nn.Linear, Tokenizer, dict, np.random.Generator]:
+           decoder: DecoderSize | None = None,
+           follows: int | None = None) -> tuple[TempoModel, nn.Linear, Tokenizer, dict, np.random.Generator]:
     """The previous stage's model (with `layers` or `decoder`, its decoder grown as `load_state` grows it), head
-    and tokenizer, this stage's report and its own random stream."""
+    and tokenizer, this stage's report and its own random stream; the previous stage is `follows` when given."""
     model, head, tokenizer, done = load_state(state_path, out_dir, device, layers, decoder)
-    if done != stage - 1:
-        raise ValueError(f"stage {stage} continues stage {stage - 1}, but {state_path} holds stage {done}")
+    previous = stage - 1 if follows is None else follows
+    if done != previous:
+        raise ValueError(f"stage {stage} continues stage {previous}, but {state_path} holds stage {done}")
     torch.manual_seed(recipe.seed + stage)
     report: dict = {"stage": stage, "recipe": asdict(recipe), "device": str(device), "parts": {}}
     return model, head, tokenizer, report, np.random.default_rng([recipe.seed, stage])

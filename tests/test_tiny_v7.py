@@ -1,0 +1,223 @@
+"""Tempo-Tiny v7's recipe: uneven time tags (a tag's leading digits can only be read off it), ranking lists for
+questions naming two objects (each named object must outrank the rest), needle inputs with distractors of another
+colour, and v6's stages left as they were."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from tempo.synthetic import COLOURS, KINDS, generate_video
+from tempo.train import blend_stages, compose_long, data, state
+from tempo.train.blend_stages import blend_samplers, stage_pools
+from tempo.train.compose import FAMILIES, Composed, names_off_tags
+from tempo.train.distractors import NeedleDistractors, distractor_segments, named_pair
+from tempo.train.localise import SegmentIndex, ranking_loss
+from tempo.train.recipe import BlendStage, Recipe, RelevanceStage
+from tempo.train.staged import lineage, run_stage
+from tempo.train.two_objects import FORMS, two_object_list, two_object_loss
+from tempo.train.uneven_tags import UnevenTags
+from tests.conftest import ROOT
+from tests.test_tiny_v4 import pool_without_compression, sources
+
+V6_STATE = ROOT / "experiments" / "tiny-v6" / "stage.safetensors"
+
+
+class Fixed:
+    """A sampler of one grounding or interval input of `width` segments, evenly tagged 10 s apart from 900 s."""
+
+    def __init__(self, family: str):
+        self.family = family
+
+    def sample(self, width: int, rng: np.random.Generator) -> Composed:
+        tags = [900.0 + 10.0 * j for j in range(width)]
+        evidence = int(rng.integers(1, width - 1))
+        answer = f"At {tags[evidence]:.1f} seconds." if self.family == "grounding" else \
+            f"From {tags[evidence]:.1f} to {tags[evidence + 1]:.1f} seconds."
+        return Composed(self.family, torch.zeros(width, 1, 1), [0.1] * width, tags, 10.0, "q", answer, evidence,
+                        (evidence, evidence + 1) if self.family == "interval" else None)
+
+
+def tens_unlike_its_place(example: Composed) -> bool:
+    """Whether the evidence tag's digits from the tens up differ from what its place between the first and the last
+    tag would give if the tags were evenly spaced."""
+    tags, j = example.tag_times, example.evidence
+    placed = tags[0] + (tags[-1] - tags[0]) * j / (len(tags) - 1)
+    return int(placed) // 10 != int(tags[j]) // 10
+
+
+@pytest.mark.parametrize("family", ["grounding", "interval"])
+def test_uneven_tags_leave_a_tag_s_leading_digits_to_be_read_off_it(family):
+    rng = np.random.default_rng(0)
+    even = [Fixed(family).sample(32, rng) for _ in range(300)]
+    uneven = [UnevenTags(Fixed(family), 1.0).sample(32, rng) for _ in range(300)]
+    assert np.mean([tens_unlike_its_place(e) for e in even]) < 0.05  # v6: the place gives the leading digits
+    assert np.mean([tens_unlike_its_place(e) for e in uneven]) > 0.4
+    for example in uneven:
+        assert all(0 < a < b for a, b in zip(example.tag_times, example.tag_times[1:]))
+        j = example.evidence
+        expected = f"At {example.tag_times[j]:.1f} seconds." if family == "grounding" else \
+            f"From {example.tag_times[j]:.1f} to {example.tag_times[j + 1]:.1f} seconds."
+        assert example.answer == expected
+
+
+def test_uneven_tags_re_tag_only_their_share():
+    rng = np.random.default_rng(1)
+    drawn = [UnevenTags(Fixed("grounding"), 0.25).sample(16, rng) for _ in range(400)]
+    moved = sum(example.tag_times[0] != 900.0 or example.tag_times[1] != 910.0 for example in drawn)
+    assert 70 < moved < 130
+
+
+def index_of(shown: list[list[set]]) -> SegmentIndex:
+    """A SegmentIndex over videos given as the (kind, colour) pairs each segment shows, without encoding any."""
+    index = SegmentIndex([])
+    index.shown = [[frozenset(segment) for segment in video] for video in shown]
+    for v, video in enumerate(index.shown):
+        for i, events in enumerate(video):
+            for kind, colour in events:
+                index.by_kind[kind].append((v, i))
+                index.by_colour[colour].append((v, i))
+    index.with_event = [(v, i) for v, video in enumerate(index.shown) for i, events in enumerate(video) if events]
+    return index
+
+
+def test_a_two_object_list_labels_every_segment_showing_either_object():
+    square, diamond, star = ("square", "red"), ("diamond", "purple"), ("star", "blue")
+    first = [set() for _ in range(40)]
+    first[5], first[6], first[20], first[31] = {square}, {square}, {diamond}, {star}
+    other = [set() for _ in range(20)]
+    other[3], other[9] = {("square", "green")}, {("square", "green")}  # one object: never listed about two
+    index = index_of([first, other])
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        drawn = two_object_list(index, rng)
+        ranking = drawn.ranking
+        named = [(kind, colour) for kind in KINDS for colour in COLOURS if f"{colour} {kind}" in ranking.question]
+        assert len(named) == 2 and any(ranking.question == form.format(*[f"{c} {k}" for k, c in named])
+                                       or ranking.question == form.format(*[f"{c} {k}" for k, c in named[::-1]])
+                                       for form in FORMS)
+        shows = [bool(index.shown[v][i] & set(named)) for v, i in ranking.segments]
+        assert ranking.labels == shows
+        for pair in named:  # every named object the video shows is in the list
+            assert any(pair in index.shown[v][i] for v, i in ranking.segments) == any(pair in s for s in first)
+        assert len(ranking.segments) == len(set(ranking.segments)) == 16
+
+
+def test_each_named_object_must_outrank_the_segments_showing_neither():
+    labels_first = (True, True, False, False, False, False)
+    labels_second = (False, False, True, False, False, False)
+    # the shipped order example: one object found, the other below the segments showing neither
+    one_found = torch.tensor([6.0, 6.0, -6.0, -4.0, -4.0, -4.0])
+    both_found = torch.tensor([6.0, 6.0, 6.0, -4.0, -4.0, -4.0])
+    either = torch.tensor([a or b for a, b in zip(labels_first, labels_second)])
+    # stage 1's loss on "shows either" hardly minds: its listwise term is met by the first object alone ...
+    assert ranking_loss(one_found, either) - ranking_loss(both_found, either) < 1.5
+    # ... the two-object loss adds the second object's own term, log(3 + e^-2) + 2 = 3.14 by hand
+    each = (labels_first, labels_second)
+    assert two_object_loss(one_found, each) - two_object_loss(both_found, each) > 3.0
+
+
+def test_needle_inputs_keep_distractors_of_another_colour_and_kind_and_their_answer():
+    videos = [generate_video(1_005_080 + i, min_duration=300, max_duration=900) for i in range(30)]
+    pool = pool_without_compression(videos, ("needle", "grounding", "counting", "interval"))
+    sampler = NeedleDistractors(pool)
+    assert len(sampler.pool) >= 5
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        example = sampler.sample(16, rng)
+        item = next(i for i in sampler.pool if i.question == example.question and
+                    sources(example.memories)[example.evidence][0] == i.video)
+        video = videos[item.video]
+        plan = data.plan_video(video, 1024)
+        kind = example.question.removeprefix("What colour is the ").removesuffix("?")
+        assert example.answer == item.answer
+        shown = [data.visible_events(video, plan.segment_frame_times(i)) for v, i in sources(example.memories)]
+        colours = [{e.colour for e in events if e.kind != kind and e.colour != item.answer} for events in shown]
+        needle = sum(any(e.kind == kind for e in events) for events in shown)
+        most = max(sum(colour in c for c in colours) for colour in COLOURS)
+        assert most > needle and most >= 2  # one other colour is shown in more segments than the needle
+
+
+def test_a_distractor_is_never_the_answer_s_colour_nor_the_asked_kind():
+    videos = [generate_video(1_005_080 + i, min_duration=300, max_duration=900) for i in range(30)]
+    pool = pool_without_compression(videos, ("needle", "grounding", "counting", "interval"))
+    for item in (i for i in pool if i.family == "needle"):
+        kind = item.question.removeprefix("What colour is the ").removesuffix("?")
+        siblings = [other for other in pool if other.video == item.video]
+        plan = data.plan_video(videos[item.video], 1024)
+        for segment in distractor_segments(item, siblings):
+            events = data.visible_events(videos[item.video], plan.segment_frame_times(segment))
+            assert any(e.kind != kind and e.colour != item.answer for e in events)
+    assert named_pair("From when to when is the red square visible?") == ("square", "red")
+    assert named_pair("What colour is the square?") is None
+
+
+def test_v6_s_stages_stay_as_they_were_and_v7_goes_on_from_stage_12():
+    recipe = Recipe()
+    for number in (12, 13, 14):
+        stage = recipe.stage(number)
+        assert isinstance(stage, BlendStage)
+        assert (stage.follows, stage.distractors, stage.uneven_tags) == (None, False, 0.0)
+    relevance = recipe.stage(15)
+    assert isinstance(relevance, RelevanceStage) and relevance.follows == 12 and relevance.version == "v7"
+    blends = [s for s in recipe.stages if isinstance(s, BlendStage)]
+    v7 = [s for s in blends if s.version == "v7"]
+    assert [s.number for s in v7] == [16, 17] and all(s.distractors and s.uneven_tags > 0 for s in v7)
+    slots = [s.slot for s in blends]
+    assert all(slots.count(s.slot) == 1 and s.slot not in range(9) for s in v7)  # fresh videos (slot 14: sweep)
+    assert dataclasses.replace(relevance, steps=10).scaled(0.5).steps == 5
+
+
+def test_a_stage_goes_on_from_the_one_its_record_follows():
+    recipe = Recipe()
+    assert lineage(recipe, 14) == list(range(1, 15))  # v6, as before
+    assert lineage(recipe, 17) == [*range(1, 13), 15, 16, 17]  # v7 goes on from v6's shipped stage 12
+
+
+@pytest.mark.slow
+def test_stages_15_and_16_run_from_v6_s_state_file(tmp_path):
+    # v6's committed state file holds stage 14, so here stage 15 follows 14; few frames, short videos
+    recipe = Recipe(seed=5).scaled(0.001)
+    stages = tuple(dataclasses.replace(s, follows=14) if s.number == 15 else s for s in recipe.stages)
+    recipe = dataclasses.replace(recipe, stages=stages, max_frames=64, tuning_max_duration=60.0,
+                                 blend_max_duration=60.0, blend_videos=4, blend_short_videos=4)
+    state = str(tmp_path / "v7" / "stage.safetensors")
+    report = run_stage(15, recipe, state, str(tmp_path / "fifteen"), torch.device("cpu"), 50, source=str(V6_STATE))
+    assert report["before"]["memory_drift"] == 0.0 and report["after"]["memory_drift"] >= 0.0
+    assert set(report["after"]["two_object_localisation"]) == {"questions", "top_shows_one", "both_over_half",
+                                                               "mean_lower_best"}
+    report = run_stage(16, recipe, state, str(tmp_path / "sixteen"), torch.device("cpu"), 50)
+    curve = report["parts"]["blend"]["growth_curve"]
+    assert [point["after_width"] for point in curve] == list(recipe.stage(16).widths)
+    assert "short own video, uneven tags" in report["reading_before"]
+
+
+@pytest.mark.parametrize("number", [16, 17])
+def test_v7_s_blend_has_a_sampler_for_every_weight_with_distractors_last(monkeypatch, number):
+    recipe = dataclasses.replace(Recipe().scaled(0.05), blend_max_duration=600.0)
+    stage = recipe.stage(number)
+    assert isinstance(stage, BlendStage)
+
+    def without_compression(model, videos, rng, first=0, families=FAMILIES, max_frames=1024):
+        return pool_without_compression(videos, families)
+
+    for module in (compose_long, state, blend_stages):
+        monkeypatch.setattr(module, "build_pool", without_compression)
+    blend, held_out = blend_samplers(stage_pools(None, recipe, stage, np.random.default_rng(0)), recipe, stage)
+    assert len(blend.samplers) == len(stage.weights)  # checked an hour into a stage otherwise, after its pools
+    assert [type(s) for s in blend.samplers[-2:]] == [NeedleDistractors, NeedleDistractors]
+    assert all(not isinstance(s, NeedleDistractors) for s in blend.samplers[:-2])
+    assert "short own video, uneven tags" in held_out
+    rng = np.random.default_rng(0)
+    for sampler in blend.samplers[-2:]:
+        if sampler.pool:
+            assert sampler.sample(128, rng).family == "needle"
+
+
+def test_the_growth_curve_counts_timed_answers_no_tag_allows():
+    example = Fixed("interval").sample(32, np.random.default_rng(0))  # tags 900.0 to 1210.0, 10 s apart
+    assert names_off_tags(example, "From 915.0 to 9915.0 seconds.")  # the second time's digits written twice
+    assert names_off_tags(example, "At 1300.0 seconds.") and names_off_tags(example, "At 19.0 seconds.")
+    assert not names_off_tags(example, "From 895.0 to 1219.0 seconds.")  # within a step of the first and last tag
+    assert not names_off_tags(example, "The red square.")
