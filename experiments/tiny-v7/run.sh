@@ -18,7 +18,7 @@ for stage in 15 16 17; do
     from=""
     [ "$stage" = 15 ] && from="--from $OUT/from-v6/stage.safetensors"
     # shellcheck disable=SC2086  # $from is two words or none
-    /usr/bin/time -f "stage $stage: %U s user, %S s system, %e s wall" nice -n 19 "$PYTHON" -m tempo.train \
+    /usr/bin/time -f "stage $stage: %U s user, %S s system, %e s wall" nice -n 19 "$PYTHON" -m tempo train \
         --stage "$stage" --threads 2 $from --state "$OUT/stage.safetensors" --out "$OUT/stage-$stage" \
         >> "$OUT/stage-$stage.log" 2>&1 || exit 1
 done
