@@ -126,7 +126,7 @@ def spaces_layers(lm, directory: Path) -> list:
 def load_and_run(name: str, directory: Path, sizes: str, layers: int, device: str) -> dict:
     """One variant: load, run every layer `TOKENS` times against the eager step, then a cache of a wrong length."""
     from tempo.model.compiled_decoding import CompiledLayers, example_inputs
-    from tempo.model.static_decoding import SPLIT, layer_step
+    from tempo.model.static_decoding import layer_step
 
     variant = VARIANTS[name]
     capture = device == "cuda" and variant.loader != "spaces"  # spaces' loader re-points in Python at each call
@@ -176,19 +176,26 @@ def load_and_run(name: str, directory: Path, sizes: str, layers: int, device: st
         reference = through(eager, layers)
     _synchronize(device)
     difference = ((out.float() - reference.float()).norm() / reference.float().norm()).item()
-    refused = None  # `spaces`' loader checks no shape: a wrong cache would be read out of bounds
-    if variant.loader != "spaces":
-        wrong = torch.zeros(1, keys.shape[1], SPLIT + 1, keys.shape[3], dtype=keys.dtype, device=keys.device)
-        try:
-            steps[0](hidden, cos, sin, slot, torch.ones(SPLIT + 1, dtype=torch.bool, device=device), wrong, wrong)
-            refused = False
-        except ValueError:
-            refused = True
+    # `spaces`' loader checks no shape: a wrong cache would be read out of bounds
+    refused = None if variant.loader == "spaces" else wrong_cache_refused(steps[0], hidden, cos, sin, slot, keys)
     tolerance = 5e-2 if device == "cuda" else 1e-4  # bf16 (tempo.conformance.BF16_RTOL) or float32 in another order
     return {"loaded": True, "load_s": round(loaded, 3), "first_run_s": round(first_s, 3),
             "relative_difference": difference, "output_norm": out.float().norm().item(),
             "within_tolerance": difference <= tolerance,
             "wrong_cache_refused": refused, "graph": capture, **asdict(variant)}
+
+
+def wrong_cache_refused(step, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, slot: torch.Tensor,
+                        keys: torch.Tensor) -> bool:
+    """Whether a compiled layer step refuses a cache of one slot more than whole pieces (AOTI checks no shape)."""
+    from tempo.model.static_decoding import SPLIT
+
+    wrong = torch.zeros(1, keys.shape[1], SPLIT + 1, keys.shape[3], dtype=keys.dtype, device=keys.device)
+    try:
+        step(hidden, cos, sin, slot, torch.ones(SPLIT + 1, dtype=torch.bool, device=keys.device), wrong, wrong)
+    except ValueError:
+        return True
+    return False
 
 
 def _synchronize(device: str) -> None:

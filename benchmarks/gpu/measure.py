@@ -297,6 +297,59 @@ def cold(model: TempoModel, hour: runs.Video, first: runs.Request, sizes: Sizes)
     return figures
 
 
+def run_parts(check: Check, sizes: Sizes, device: torch.device, scratch: Path) -> None:
+    """Every part in order, each recorded by `check`; without a model or its videos the rest cannot run."""
+    found = check.run("environment", lambda: environment(device))
+    check.figures["device"] = (found or {}).get("gpu", "cpu")
+    check.run("loader", lambda: loader_part(sizes, device, scratch / "probe"))
+    check.run("conformance", lambda: conformance(sizes, device))
+    loaded: dict[str, TempoModel] = {}
+
+    def load() -> dict:
+        loaded["model"], figures = load_model(sizes, device, scratch / "checkpoint")
+        return figures
+
+    check.run("load", load)
+    shutil.rmtree(scratch / "checkpoint", ignore_errors=True)
+    if "model" not in loaded:
+        return
+    model = loaded["model"]
+    sampling = SamplingConfig(max_frames=sizes.max_frames)
+    videos: dict[str, runs.Video] = {}
+
+    def make_videos() -> dict:
+        videos.update({name: runs.make_video(name, seconds, sampling, sizes.frame_size, model)
+                       for name, seconds in VIDEOS.items()})
+        return {"segments": {name: len(video.segments) for name, video in videos.items()},
+                "patches_per_segment": videos["hour"].segments[0].pixel_rows.shape[0]}
+
+    check.run("videos", make_videos)
+    if len(videos) == len(VIDEOS):
+        model_parts(model, videos, sizes, check, scratch)
+
+
+def model_parts(model: TempoModel, videos: dict[str, runs.Video], sizes: Sizes, check: Check, scratch: Path
+                ) -> None:
+    """The parts that time the loaded model on the videos, the compiled and int8 ones last."""
+    check.run("warm_up", lambda: {"total_s": runs.request(model, videos["ten_minutes"], runs.QUESTION,
+                                                            runs.answer_config(4)).total_s})
+    first = end_to_end(model, videos, sizes, check)
+    hour = videos["hour"]
+    if "hour" in first:
+        check.run("follow_ups", lambda: follow_ups(model, hour, first["hour"], sizes))
+        check.run("decoding", lambda: fast_paths.decoding(model, hour, first["hour"], sizes.answer_tokens))
+        check.run("mfu", lambda: utilisation(model, hour, first["hour"], check))
+    check.run("compressor", lambda: fast_paths.compressor_batches(model, hour, sizes.micro_batches))
+    check.run("pixels", lambda: fast_paths.pixels_on_device(model, hour))
+    if "hour" in first:
+        check.run("cold_call", lambda: cold(model, hour, first["hour"], sizes))
+        # Last: building and loading AOT packages crashed the process once on an H100 (2026-11-26), and a
+        # crash here must not take the parts above with it.
+        check.run("compiled", lambda: compiled_part(model, hour, first["hour"], sizes, check,
+                                                     scratch / "packages"))
+        check.run("int8", lambda: int8_part(model, hour, first["hour"], sizes))  # rounds the model in place
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu.measure", description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="on the CPU with tiny sizes")
@@ -317,50 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="tempo-gpu-check-", dir=scratch_parent(sizes)))
     os.environ.setdefault("TEMPO_CACHE", str(scratch / "cache"))
     try:
-        found = check.run("environment", lambda: environment(device))
-        check.figures["device"] = (found or {}).get("gpu", "cpu")
-        check.run("loader", lambda: loader_part(sizes, device, scratch / "probe"))
-        check.run("conformance", lambda: conformance(sizes, device))
-        loaded: dict[str, TempoModel] = {}
-
-        def load() -> dict:
-            loaded["model"], figures = load_model(sizes, device, scratch / "checkpoint")
-            return figures
-
-        check.run("load", load)
-        shutil.rmtree(scratch / "checkpoint", ignore_errors=True)
-        if "model" not in loaded:
-            return 1
-        model = loaded["model"]
-        sampling = SamplingConfig(max_frames=sizes.max_frames)
-        videos: dict[str, runs.Video] = {}
-
-        def make_videos() -> dict:
-            videos.update({name: runs.make_video(name, seconds, sampling, sizes.frame_size, model)
-                           for name, seconds in VIDEOS.items()})
-            return {"segments": {name: len(video.segments) for name, video in videos.items()},
-                    "patches_per_segment": videos["hour"].segments[0].pixel_rows.shape[0]}
-
-        check.run("videos", make_videos)
-        if len(videos) != len(VIDEOS):
-            return 1
-        check.run("warm_up", lambda: {"total_s": runs.request(model, videos["ten_minutes"], runs.QUESTION,
-                                                                runs.answer_config(4)).total_s})
-        first = end_to_end(model, videos, sizes, check)
-        hour = videos["hour"]
-        if "hour" in first:
-            check.run("follow_ups", lambda: follow_ups(model, hour, first["hour"], sizes))
-            check.run("decoding", lambda: fast_paths.decoding(model, hour, first["hour"], sizes.answer_tokens))
-            check.run("mfu", lambda: utilisation(model, hour, first["hour"], check))
-        check.run("compressor", lambda: fast_paths.compressor_batches(model, hour, sizes.micro_batches))
-        check.run("pixels", lambda: fast_paths.pixels_on_device(model, hour))
-        if "hour" in first:
-            check.run("cold_call", lambda: cold(model, hour, first["hour"], sizes))
-            # Last: building and loading AOT packages crashed the process once on an H100 (2026-11-26), and a
-            # crash here must not take the parts above with it.
-            check.run("compiled", lambda: compiled_part(model, hour, first["hour"], sizes, check,
-                                                         scratch / "packages"))
-            check.run("int8", lambda: int8_part(model, hour, first["hour"], sizes))  # rounds the model in place
+        run_parts(check, sizes, device, scratch)
     finally:
         headline(check.figures)
         check.figures["failed"] = verdicts(check.figures)
