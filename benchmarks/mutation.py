@@ -1,0 +1,204 @@
+"""Mutation testing (mutmut) of the modules whose numbers users trust: each is mutated in a scratch copy of the
+working tree against its own fast test files, and the scores go to a report (killed over killed plus survived;
+the mutants listed in `EQUIVALENT` are shown with why, and not counted).
+
+    python -m benchmarks.mutation [--module allocation ...] [--report benchmarks/results/mutation.md] [--jobs 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import fnmatch
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+REPORT = ROOT / "benchmarks" / "results" / "mutation.md"
+GOAL = 0.90  # the score each module must hold (CONTRIBUTING.md)
+# What the copy carries besides the tests (mutmut copies tests/ itself): every package a test imports.
+CARRIED = ("tempo/", "demo/", "benchmarks/", "assets/", "examples/", "experiments/", "app.py")
+# A mutant's tests get this many times their clean duration, plus this many seconds, before it counts as a timeout
+# (an endless loop is a kill); mutmut's own default (15x) spends minutes on each loop a mutant makes.
+TIMEOUT_MULTIPLIER = 3.0
+TIMEOUT_CONSTANT = 10.0
+
+
+@dataclass(frozen=True)
+class Target:
+    """One module under mutation: its file, the fast test files that cover it, and which of its functions count
+    (mutmut's names, `fnmatch` patterns; all of them when empty)."""
+
+    source: str
+    tests: tuple[str, ...]
+    functions: tuple[str, ...] = ()
+    note: str = ""
+
+
+TARGETS = {
+    "allocation": Target("tempo/allocation.py", ("tests/test_allocation.py",)),
+    "int8": Target("tempo/model/int8.py", ("tests/test_int8.py",)),
+    "architecture": Target("tests/test_architecture.py", ("tests/test_architecture.py",),
+                           tuple(f"tests.test_architecture.x_{rule}__*" for rule in (
+                               "sources", "covers", "layer", "imports", "imported_by_name", "path_edits",
+                               "upward_imports", "outside_the_library", "engine_inner_imports", "demo_trespassing")),
+                           "the rules (the test functions themselves are not mutated)"),
+    "moments": Target("tempo/moments.py", ("tests/test_moments.py",)),
+    "export": Target("tempo/eval/export.py", ("tests/test_grounding.py",),
+                     ("tempo.eval.export.x_clip_saliency__*", "tempo.eval.export.x_annotation__*"),
+                     "the synthetic truth (`clip_saliency`, `annotation`); the command's rendering is not mutated"),
+    "device": Target("demo/device.py", ("tests/test_space_defaults.py", "tests/test_device_cost.py"),
+                     ("demo.device.x_current_keys__*", "demo.device.xǁStepFitǁ*", "demo.device.xǁZeroGpuǁ*",
+                      "demo.device.xǁGpuCostǁ*", "demo.device.x_gpu_seconds__*"),
+                     "the cost model (`StepFit`, `ZeroGpu`, `GpuCost`, `gpu_seconds`)"),
+    "times": Target("tempo/times.py", ("tests/test_times.py",)),
+    "clip": Target("tempo/video/clip.py", ("tests/test_clip.py",),
+                   ("tempo.video.clip.xǁClipǁ*", "tempo.video.clip.x_plan_cut__*", "tempo.video.clip.x_copy_audio__*",
+                    "tempo.video.clip.x_stream_origin__*", "tempo.video.clip.x_shift__*"),
+                   "the clip's time handling (`Clip`, `plan_cut`, `stream_origin`, `shift`, `copy_audio`)"),
+    "metrics": Target("tempo/eval/metrics.py", ("tests/test_grounding.py",), (),
+                      "re-run after issue 69 (QVHighlights' official matching rules) lands"),
+}
+
+# Mutants that give the same outputs on every input, by mutmut's name, with why. The names hold for the source they
+# were read from; a change to a module renumbers its mutants, so its entries are read again after it.
+EQUIVALENT: dict[str, str] = {}
+
+
+@dataclass
+class Result:
+    """One module's mutants by status (mutmut's words), the survivors' diffs, and how long the run took."""
+
+    name: str
+    statuses: dict[str, str] = field(default_factory=dict)
+    diffs: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    commit: str = ""
+
+    def count(self, statuses: tuple[str, ...]) -> int:
+        return sum(1 for mutant, status in self.statuses.items() if status in statuses and mutant not in EQUIVALENT)
+
+    @property
+    def killed(self) -> int:
+        return self.count(KILLED)
+
+    @property
+    def survived(self) -> int:
+        return len(self.statuses) - self.killed - len(self.equivalent)
+
+    @property
+    def equivalent(self) -> list[str]:
+        return sorted(mutant for mutant in self.statuses if mutant in EQUIVALENT)
+
+    @property
+    def score(self) -> float:
+        return self.killed / max(1, self.killed + self.survived)
+
+
+KILLED = ("killed", "timeout", "segfault", "caught by type check")  # mutmut's words for a mutant the tests caught
+
+
+def workspace(target: Target, into: Path) -> Path:
+    """A copy of the working tree (tracked files and new ones git does not ignore) with mutmut's settings."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
+                           capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        if (ROOT / name).is_file():
+            (into / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, into / name)
+    carried = "".join(f"\n    {path}" for path in CARRIED)
+    tests = "".join(f"\n    {path}" for path in target.tests)
+    (into / "setup.cfg").write_text(
+        f"[mutmut]\nsource_paths={target.source}\npytest_add_cli_args_test_selection={tests}\n"
+        f"pytest_add_cli_args=\n    -p\n    no:cacheprovider\n    -m\n    not slow\nalso_copy={carried}\n"
+        f"timeout_multiplier={TIMEOUT_MULTIPLIER}\ntimeout_constant={TIMEOUT_CONSTANT}\n", encoding="utf-8")
+    return into
+
+
+def mutate(name: str, target: Target, jobs: int) -> Result:
+    """Run mutmut on one target in a scratch copy and read back each mutant's status."""
+    from mutmut.stats import status_by_exit_code
+
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=f"mutation-{name}-") as scratch:
+        where = workspace(target, Path(scratch))
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+        mutmut = [sys.executable, "-m", "mutmut"]
+        subprocess.run([*mutmut, "run", "--max-children", str(jobs), *target.functions], cwd=where, env=env,
+                       check=True, stdout=subprocess.DEVNULL)
+        meta = json.loads((where / "mutants" / f"{target.source}.meta").read_text(encoding="utf-8"))
+        patterns = target.functions or ("*",)
+        statuses = {mutant: status_by_exit_code[code] for mutant, code in meta["exit_code_by_key"].items()
+                    if any(fnmatch.fnmatch(mutant, pattern) for pattern in patterns)}
+        diffs = {mutant: shown(mutmut, mutant, where, env) for mutant, status in statuses.items()
+                 if status not in KILLED}
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return Result(name, statuses, diffs, time.monotonic() - started, commit.stdout.strip())
+
+
+def shown(mutmut: list[str], mutant: str, where: Path, env: dict[str, str]) -> str:
+    """The mutant's change as a diff's -/+ lines."""
+    out = subprocess.run([*mutmut, "show", mutant], cwd=where, env=env, capture_output=True, text=True).stdout
+    return "\n".join(line for line in out.splitlines() if line[:1] in "-+" and line[:3] not in ("---", "+++"))
+
+
+def report(results: list[Result], path: Path) -> None:
+    """The scores, the survivors' diffs and the equivalent mutants, as markdown."""
+    from importlib.metadata import version
+
+    lines = ["# Mutation scores", "",
+             f"`make mutation` (`python -m benchmarks.mutation`), mutmut {version('mutmut')}, "
+             f"on {datetime.date.today()}: each module mutated against its own fast test files; the score is killed"
+             " over killed plus survived (a timeout is a kill, a mutant no test reaches survives); equivalent mutants"
+             f" (the same outputs on every input) are listed with why, not counted. Each module must hold {GOAL:.0%}.",
+             "",
+             "| module | source | tests | killed | survived | equivalent | score | minutes | at |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for result in results:
+        target = TARGETS[result.name]
+        tests = ", ".join(f"`{Path(test).name}`" for test in target.tests)
+        lines.append(f"| {result.name} | `{target.source}` | {tests} | {result.killed} | {result.survived} | "
+                     f"{len(result.equivalent)} | {result.score:.1%} | {result.seconds / 60:.1f} | {result.commit} |")
+    lines += ["", *(f"- {r.name}: {TARGETS[r.name].note}" for r in results if TARGETS[r.name].note)]
+    for result in results:
+        if result.diffs:
+            lines += ["", f"## Survivors: {result.name}", ""]
+            for mutant, diff in sorted(result.diffs.items()):
+                lines += [f"- `{mutant}` ({result.statuses[mutant]})", "", "  ```diff",
+                          *(f"  {line}" for line in diff.splitlines()), "  ```"]
+        if result.equivalent:
+            lines += ["", f"## Equivalent: {result.name}", ""]
+            lines += [f"- `{mutant}`: {EQUIVALENT[mutant]}" for mutant in result.equivalent]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--module", action="append", choices=sorted(TARGETS), help="only these (default: all)")
+    parser.add_argument("--report", type=Path, default=REPORT, help=f"where the report goes (default {REPORT})")
+    parser.add_argument("--jobs", type=int, default=1, help="mutants at once (default 1)")
+    args = parser.parse_args(argv)
+    # The report keeps the modules not run this time, as last measured (their statuses in a JSON beside it).
+    store = args.report.with_suffix(".json")
+    kept = {name: Result(**fields) for name, fields in json.loads(store.read_text(encoding="utf-8")).items()} \
+        if store.is_file() else {}
+    for name in args.module or list(TARGETS):
+        kept[name] = result = mutate(name, TARGETS[name], args.jobs)
+        print(f"{name}: {result.killed} killed, {result.survived} survived, {len(result.equivalent)} equivalent: "
+              f"{result.score:.1%} ({result.seconds / 60:.1f} min)", flush=True)
+    results = [kept[name] for name in TARGETS if name in kept]
+    store.write_text(json.dumps({r.name: vars(r) for r in results}, indent=1, ensure_ascii=False) + "\n",
+                     encoding="utf-8")
+    report(results, args.report)
+    return 0 if all(kept[name].score >= GOAL for name in args.module or TARGETS) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
