@@ -2,6 +2,8 @@
 decoder's interval answer beside them, and one short run with Tempo-Tiny."""
 
 import math
+import re
+import statistics
 
 import pytest
 
@@ -76,6 +78,44 @@ def test_zoom_s_window_makes_the_moments_inside_it():
     assert outside == find_moments(whole)[1] and outside.start >= 100
 
 
+def test_the_best_moment_comes_first_wherever_it_sits():
+    """As the ranking test, the peaks swapped: 1.5 at segment 3 and 3 at segment 12 (same median -1, deviation 1,
+    threshold 1). The later peak is the better: edge -1 + 0.7 * 4 = 1.8 between -1 neighbours, 0.7 of the way from
+    46 s and from 54 s: 48.8 to 51.2 s; the earlier one's edge -1 + 0.7 * 2.5 = 0.75 between -2 neighbours, 2.75/3.5
+    of the way from 10 s and from 18 s."""
+    log_odds = [-2.0 if i % 2 == 0 else -1.0 for i in range(20)]
+    log_odds[3], log_odds[12] = 1.5, 3.0
+    first, second = find_moments(segments(log_odds))
+    assert (first.start, first.end, first.score) == (pytest.approx(48.8), pytest.approx(51.2), sigmoid(3))
+    assert (second.start, second.end, second.score) == (pytest.approx(10 + 4 * 2.75 / 3.5),
+                                                        pytest.approx(18 - 4 * 2.75 / 3.5), sigmoid(1.5))
+
+
+# Background -1 on even segments, 1 on every fourth from 1, else 0; peaks 4 (segment 5, 20-24 s), 1.9 and 2.5
+# (segments 6 and 7): median 0, median absolute deviation 1, a moment needs more than 2.
+TRIMMED = [-1.0, 1.0, -1.0, 0.0, -1.0, 4.0, 1.9, 2.5, -1.0, 1.0, -1.0, 0.0, -1.0, 1.0, -1.0, 0.0, -1.0, 1.0, -1.0, 0.0]
+
+
+def test_a_moment_stops_where_a_better_one_ends():
+    """The peak 4's edge level 2.8: from -1 at segment 4, 3.8/5 of the way from 18 s (21.04 s); toward 1.9 at
+    segment 6, 0.9/2.1 of the way back from 26 s (24.29 s, inside segment 6). The peak 2.5's edge level 1.75 takes
+    in segment 6 (1.9) to its start, 24 s, which the better moment already holds: it starts at 24.29 s instead;
+    its end is 2.75/3.5 of the way back from segment 8's middle, 34 s."""
+    best, next_best = find_moments(segments(TRIMMED))
+    assert (best.start, best.end, best.score) == (pytest.approx(21.04), pytest.approx(26 - 4 * 0.9 / 2.1), sigmoid(4))
+    assert (next_best.start, next_best.end) == (pytest.approx(26 - 4 * 0.9 / 2.1), pytest.approx(34 - 4 * 2.75 / 3.5))
+    assert next_best.score == pytest.approx(sigmoid(2.5))
+
+
+def test_a_moment_stops_where_a_better_one_starts():
+    """The same relevance backwards (80 s): each moment mirrored, the lesser one now ending where the better
+    starts."""
+    best, next_best = find_moments(segments(TRIMMED[::-1]))
+    assert (best.start, best.end) == (pytest.approx(80 - 26 + 4 * 0.9 / 2.1), pytest.approx(80 - 21.04))
+    assert (next_best.start, next_best.end) == (pytest.approx(80 - 34 + 4 * 2.75 / 3.5),
+                                                pytest.approx(80 - 26 + 4 * 0.9 / 2.1))
+
+
 @pytest.mark.parametrize("said, expected", [
     ("From 118.0 to 124.0 seconds.", (118.0, 124.0)),
     ("It is visible between 1:58 and 2:04.", (118.0, 124.0)),
@@ -110,11 +150,23 @@ def test_a_run_with_tempo_tiny_carries_its_moments_and_interval(tiny_model, tmp_
     event = video.events[0]
     question = f"From when to when is the {event.colour} {event.kind} visible?"
     finished = answer(tiny_model, path, question, RunConfig())
-    assert finished.moments == find_moments(finished.segments)
+    # The rule from the module's description, worked here: the most relevant segment stands out (log-odds more than
+    # 2 median absolute deviations above the median), so the best moment is its, scored with its relevance.
+    relevance = [s.relevance for s in finished.segments]
+    odds = [math.log(p / (1 - p)) for p in relevance]
+    median = statistics.median(odds)
+    peak = max(range(len(odds)), key=odds.__getitem__)
+    assert odds[peak] > median + 2 * statistics.median([abs(v - median) for v in odds])
+    best = finished.moments[0]
+    middle = (finished.segments[peak].start + finished.segments[peak].end) / 2
+    assert best.score == relevance[peak] and best.start <= middle <= best.end
     record = finished.to_dict()
-    assert record["moments"] == [m.to_dict() for m in finished.moments] and record["moments"]
-    assert record["answer_interval"] == (list(answer_interval(finished.answer)) if answer_interval(finished.answer)
-                                         else None)
+    assert record["moments"][0] == {"start": round(best.start, 2), "end": round(best.end, 2),
+                                    "score": round(best.score, 4)}
+    assert len(record["moments"]) == len(finished.moments)
+    # the question asks from when to when: the record carries the answer's first two numbers ("From 2.0 to 6.0")
+    said = sorted(float(n) for n in re.findall(r"\d+(?:\.\d+)?", finished.answer)[:2])
+    assert len(said) == 2 and record["answer_interval"] == said
     seen = observe(tiny_model, path, "q", question, RunConfig(), VideoCache())
     assert seen.window == () and len(seen.segments) == len(finished.segments)  # 40 s: no closer window
     rows = predictions(seen)
