@@ -22,6 +22,7 @@ def test_clock_said_span_and_length():
     assert span(64, 68) == "01:04–01:08"
     # hours from two hours, minutes from two minutes, else seconds
     assert [length(s) for s in (7200, 7199, 120, 119, 90.4)] == ["2.0 h", "120.0 min", "2.0 min", "119 s", "90 s"]
+    assert length(720_000) == "200.0 h"  # 720000 / 3600
 
 
 def test_quoted_cuts_long_values():
@@ -40,7 +41,9 @@ def test_clock_seconds(given, seconds):
     assert clock_seconds(given, "Start") == seconds
 
 
-@pytest.mark.parametrize("given", ["1:2:3:4", "a:05", "1:60", "0:60", "1:-5", "abc", "1:x", ":05", "1.5:00"])
+# "+1:05", "-1:30", "1_0:05" and "1:+2:03" are int()'s to read, not a clock's: every place but the seconds is digits
+@pytest.mark.parametrize("given", ["1:2:3:4", "a:05", "1:60", "0:60", "1:-5", "abc", "1:x", ":05", "1.5:00", "+1:05",
+                                   "-1:30", "1_0:05", "1:+2:03"])
 def test_clock_seconds_refuses_what_is_no_time(given):
     with pytest.raises(InputError, match=r"^Start must be a time such as 12:00, 1:02:03 or 720 seconds \(got '"):
         clock_seconds(given, "Start")
