@@ -23,8 +23,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 REPORT = ROOT / "benchmarks" / "results" / "mutation.md"
 GOAL = 0.90  # the score each module must hold (CONTRIBUTING.md)
-# What the copy carries besides the tests (mutmut copies tests/ itself): every package a test imports.
-CARRIED = ("tempo/", "demo/", "benchmarks/", "assets/", "examples/", "experiments/", "app.py")
 # A mutant gets (the clean run of its tests + this constant) x this multiplier x 2 seconds of CPU time (mutmut's
 # formula) before it counts as a timeout (an endless loop is a kill). CPU time, so a busy machine does not make one;
 # mutmut's own defaults (1 s, 15x) spend minutes on each loop a mutant makes.
@@ -120,7 +118,8 @@ def workspace(target: Target, into: Path) -> Path:
         if (ROOT / name).is_file():
             (into / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, into / name)
-    carried = "".join(f"\n    {path}" for path in CARRIED)
+    # mutmut runs the tests in its own copy (mutants/), which carries everything the tests may read
+    carried = "".join(f"\n    {path.name}{'/' if path.is_dir() else ''}" for path in sorted(into.iterdir()))
     tests = "".join(f"\n    {path}" for path in target.tests)
     pytest = "".join(f"\n    {arg}" for arg in ("-p", "no:cacheprovider", "-m", "not slow",
                                                   *(arg for test in target.deselect for arg in ("--deselect", test))))
@@ -140,8 +139,10 @@ def mutate(name: str, target: Target, jobs: int) -> Result:
         where = workspace(target, Path(scratch))
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
         mutmut = [sys.executable, "-m", "mutmut"]
-        subprocess.run([*mutmut, "run", "--max-children", str(jobs), *target.functions], cwd=where, env=env,
-                       check=True, stdout=subprocess.DEVNULL)
+        run = subprocess.run([*mutmut, "run", "--max-children", str(jobs), *target.functions], cwd=where, env=env,
+                             capture_output=True, text=True)
+        if run.returncode:
+            raise SystemExit(f"mutmut failed on {name}:\n{(run.stdout + run.stderr)[-3000:]}")
         meta = json.loads((where / "mutants" / f"{target.source}.meta").read_text(encoding="utf-8"))
         patterns = target.functions or ("*",)
         statuses = {mutant: status_by_exit_code[code] for mutant, code in meta["exit_code_by_key"].items()
