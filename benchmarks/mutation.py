@@ -61,7 +61,7 @@ TARGETS = {
                       "demo.device.xǁGpuCostǁ*", "demo.device.x_gpu_seconds__*"),
                      "the cost model (`StepFit`, `ZeroGpu`, `GpuCost`, `gpu_seconds`)"),
     "times": Target("tempo/times.py", ("tests/test_times.py",)),
-    "clip": Target("tempo/video/clip.py", ("tests/test_clip.py",),
+    "clip": Target("tempo/video/clip.py", ("tests/test_clip_times.py", "tests/test_clip.py"),
                    ("tempo.video.clip.xǁClipǁ*", "tempo.video.clip.x_plan_cut__*", "tempo.video.clip.x_copy_audio__*",
                     "tempo.video.clip.x_stream_origin__*", "tempo.video.clip.x_shift__*"),
                    "the clip's time handling (`Clip`, `plan_cut`, `stream_origin`, `shift`, `copy_audio`)"),
