@@ -149,6 +149,11 @@ def test_allocate_is_ata_unless_told_otherwise():
     assert allocate([0.2, 0.9], 35, 4, 32, "ata") == [4, 31]
 
 
+def test_ata_computes_in_float32_as_released():
+    # 0.2499999999 is 0.25 in float32: 4 + floor(28 * 0.25) = 11; in float64 28 * s_hat is just below 7 (10)
+    assert adaptive_token_allocation([0.0, 0.2499999999, 1.0], 8192, 4, 32) == [4, 11, 32]
+
+
 def test_anchors_that_overflow_shrink_to_what_the_budget_holds():
     # 2 segments * k_min 4 > budget 5: k_min becomes 5 // 2 = 2; the ideal [2, 2 + 30] asks 34, so the residual
     # 5 - 2 * 2 = 1 goes to the relevant one (weights 0 and 1).
