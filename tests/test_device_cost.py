@@ -64,6 +64,22 @@ def test_questions_a_day_by_hand():
     assert with_video.questions_a_day() == math.floor((120 - 74) / (used + 12.8 / MARGIN)) + 1
 
 
+def test_questions_a_day_reserve_one_answer_of_an_hour_s_video():
+    """The defaults are an hour (128 segments), one answer of 64 tokens under a 512-token reservation. Start 5 s,
+    0.1 s a segment, 1.5 s an answer, 0.1 s a token: the reservation is ceil(5 + 12.8 + 1.5 + 51.2) = 71 s and a
+    question uses 5 + (12.8 + 1.5 + 6.4) / 1.25 = 21.56 s; a pro day, 2400 s: 1 + floor(2329 / 21.56) = 109."""
+    assert MARGIN == 1.25
+    assert GpuCost(start=5.0, segment=0.1, answer=1.5, token=0.1).questions_a_day("pro") == 109
+    # start 8.5 s: ceil(74.0) = 74 s reserved, 25.06 s used; a free day: 1 + floor(226 / 25.06) = 10
+    assert GpuCost(start=8.5, segment=0.1, answer=1.5, token=0.1).questions_a_day("free") == 10
+    # one answer, not two, is held to its reservation: 8 s an answer, 100 tokens of 0.1 s, start 1 s: 19 s reserved,
+    # 1 + 18 / 1.25 = 15.4 s used (two answers would use 21.8, more than reserved); 1 + floor(101 / 15.4) = 7
+    assert GpuCost(start=1.0, segment=0.0, answer=8.0, token=0.1).questions_a_day(answer_tokens=100,
+                                                                                  max_new_tokens=100) == 7
+    # a question that uses exactly what it reserves still runs: 10 s each, 12 in 120 s
+    assert GpuCost(start=10.0, segment=0.0, answer=0.0, token=0.0).questions_a_day() == 12
+
+
 def test_gpu_seconds_reserves_each_answer_s_tokens(monkeypatch):
     monkeypatch.setattr(device, "COST", MADE_UP)
     answers = [SimpleNamespace(generation=SimpleNamespace(max_new_tokens=n)) for n in (100, 90)]
