@@ -33,13 +33,15 @@ TIMEOUT_CONSTANT = 1.0
 @dataclass(frozen=True)
 class Target:
     """One module under mutation: its file, the fast test files that cover it, which of its functions count
-    (mutmut's names, `fnmatch` patterns; all of them when empty), and tests left out (pytest's node ids)."""
+    (mutmut's names, `fnmatch` patterns; all of them when empty), tests left out (pytest's node ids), and pytest's
+    options for it."""
 
     source: str
     tests: tuple[str, ...]
     functions: tuple[str, ...] = ()
     note: str = ""
     deselect: tuple[str, ...] = ()
+    options: tuple[str, ...] = ()
 
 
 TARGETS = {
@@ -49,7 +51,9 @@ TARGETS = {
                            tuple(f"tests.test_architecture.x_{rule}__*" for rule in (
                                "sources", "covers", "layer", "imports", "imported_by_name", "path_edits",
                                "upward_imports", "outside_the_library", "engine_inner_imports", "demo_trespassing")),
-                           "the rules (the test functions themselves are not mutated)"),
+                           "the rules (the test functions themselves are not mutated)",
+                           # imported as `tests.test_architecture`, the name mutmut gives the file's functions
+                           options=("--import-mode=importlib",)),
     "moments": Target("tempo/moments.py", ("tests/test_moments.py",), (),
                       "without the run with Tempo-Tiny (a minute and more a mutant on a busy machine)",
                       ("tests/test_moments.py::test_a_run_with_tempo_tiny_carries_its_moments_and_interval",)),
@@ -125,7 +129,7 @@ def workspace(target: Target, into: Path) -> Path:
     # mutmut runs the tests in its own copy (mutants/), which carries everything the tests may read
     carried = "".join(f"\n    {path.name}{'/' if path.is_dir() else ''}" for path in sorted(into.iterdir()))
     tests = "".join(f"\n    {path}" for path in target.tests)
-    pytest = "".join(f"\n    {arg}" for arg in ("-p", "no:cacheprovider", "-m", "not slow",
+    pytest = "".join(f"\n    {arg}" for arg in ("-p", "no:cacheprovider", "-m", "not slow", *target.options,
                                                   *(arg for test in target.deselect for arg in ("--deselect", test))))
     (into / "setup.cfg").write_text(
         f"[mutmut]\nsource_paths={target.source}\npytest_add_cli_args_test_selection={tests}\n"
