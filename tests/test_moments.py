@@ -116,6 +116,26 @@ def test_a_moment_stops_where_a_better_one_starts():
                                                 pytest.approx(80 - 26 + 4 * 0.9 / 2.1))
 
 
+def test_five_moments_at_most_the_best_five():
+    """Seven peaks, 3.0 down to 2.4, on a background alternating -2 and -1 (40 segments): median -1, median absolute
+    deviation 1, so every peak stands out (above 1); a run lists the five best, best first."""
+    log_odds = [-2.0 if i % 2 == 0 else -1.0 for i in range(40)]
+    for n, i in enumerate(range(3, 36, 5)):
+        log_odds[i] = 3.0 - n / 10
+    found = find_moments(segments(log_odds))
+    assert [m.score for m in found] == pytest.approx([sigmoid(3.0 - n / 10) for n in range(5)])
+    assert [round(m.start) for m in found] == [13, 33, 53, 73, 93]  # inside segments 3, 8, 13, 18, 23
+
+
+def test_a_moment_stops_at_a_gap_between_segments():
+    """Segment 2 (9-13 s) starts 1 s after segment 1 ends: not neighbours, so the moment starts at 9 s. Its right
+    neighbour is one: log-odds -2 and 3, edge level -2 + 0.7 * 5 = 1.5, 3.5/5 of the way back from 15 s to 11 s."""
+    spans = [(0, 4), (4, 8), (9, 13), (13, 17), (17, 21), (21, 25)]
+    scored = [Segment(i, a, b, sigmoid(3.0 if i == 2 else -2.0)) for i, (a, b) in enumerate(spans)]
+    (moment,) = find_moments(scored)
+    assert (moment.start, moment.end) == (9.0, pytest.approx(12.2))
+
+
 @pytest.mark.parametrize("said, expected", [
     ("From 118.0 to 124.0 seconds.", (118.0, 124.0)),
     ("It is visible between 1:58 and 2:04.", (118.0, 124.0)),
