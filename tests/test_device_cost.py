@@ -59,6 +59,8 @@ def test_questions_a_day_by_hand():
     assert GpuCost(start=10.0, segment=0.0, answer=0.0, token=0.1, size="xlarge").questions_a_day() == 1
     # a 64-token answer reserving 10 tokens: it would use more than it reserved, so none
     assert cost.questions_a_day(max_new_tokens=10) == 0
+    # the same with 5 s an answer: ceil(10 + 5 + 1) = 16 s reserved for 10 + (5 + 6.4) / 1.25 = 19.12 s of use
+    assert GpuCost(start=10.0, segment=0.0, answer=5.0, token=0.1).questions_a_day(max_new_tokens=10) == 0
     # the segments count: 128 at 0.1 s add 12.8 s to the reservation (ceil(74.0) = 74) and 12.8 / MARGIN to use
     with_video = GpuCost(start=10.0, segment=0.1, answer=0.0, token=0.1)
     assert with_video.questions_a_day() == math.floor((120 - 74) / (used + 12.8 / MARGIN)) + 1
