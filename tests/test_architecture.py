@@ -272,10 +272,12 @@ def test_an_inner_engine_import_from_the_demo_is_caught(tmp_path):
                       "from tempo.engine.steps import respond\n", encoding="utf-8")
     handlers = tmp_path / "handlers.py"
     handlers.write_text("from tempo.video import probe\n", encoding="utf-8")
-    patched = {**known, "demo.server": server, "demo.handlers": handlers}
+    app = tmp_path / "app.py"
+    app.write_text("from tempo.train import recipe\n", encoding="utf-8")
+    patched = {**known, "demo.server": server, "demo.handlers": handlers, "app": app}
     assert engine_inner_imports(patched) == ["demo.server imports tempo.engine.cache",
                                              "demo.server imports tempo.engine.steps"]
-    assert demo_trespassing(patched) == ["demo.handlers imports tempo.video.probe"]
+    assert demo_trespassing(patched) == ["app imports tempo.train.recipe", "demo.handlers imports tempo.video.probe"]
 
 
 def test_every_module_at_the_root_or_in_a_new_folder_is_found(tmp_path):
