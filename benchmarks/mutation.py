@@ -83,11 +83,15 @@ EQUIVALENT: dict[str, str] = {
     "tempo.allocation.x_adaptive_token_allocation__mutmut_58": "the final clamp without `max=k_max`: the ideal k is at "
                                                                "most k_min + (k_max - k_min); a proportional share is "
                                                                "below the ideal's, plus at most one",
+    "tempo.allocation.x_adaptive_token_allocation__mutmut_59": "the final clamp without `min=k_min` (as mutant 57)",
+    "tempo.allocation.x_adaptive_token_allocation__mutmut_60": "the final clamp without `max=k_max` (as mutant 58)",
     "tempo.allocation.x_allocate__mutmut_22": "uniform's `check_budget` without its strategy: the default, ATA, "
                                               "also gives every segment a token, so the check is the same",
     "tests.test_architecture.x_path_edits__mutmut_5": "`encoding=\"UTF-8\"` for `\"utf-8\"`: the same codec",
     "tests.test_architecture.x_path_edits__mutmut_3": "`encoding=None`: the locale's, UTF-8 wherever the suite runs "
                                                       "(equivalent there; a Latin-1 locale would misread non-ASCII)",
+    "tests.test_architecture.x_imports__mutmut_16": "`encoding=\"UTF-8\"` for `\"utf-8\"`: the same codec",
+    "tests.test_architecture.x_imports__mutmut_14": "`encoding=None`: as `path_edits`' mutant 3",
     "tempo.times.x_clock_seconds__mutmut_13": "`len(parts) >= 1` for `> 1`: one part has no places before the "
                                               "seconds, so the check over `parts[:-1]` is over nothing either way",
 }
@@ -194,9 +198,9 @@ def report(results: list[Result], path: Path) -> None:
                      f"{len(result.equivalent)} | {result.score:.1%} | {result.seconds / 60:.1f} | {result.commit} |")
     lines += ["", *(f"- {r.name}: {TARGETS[r.name].note}" for r in results if TARGETS[r.name].note)]
     for result in results:
-        if result.diffs:
+        if set(result.diffs) - set(EQUIVALENT):
             lines += ["", f"## Survivors: {result.name}", ""]
-            for mutant, diff in sorted(result.diffs.items()):
+            for mutant, diff in sorted((m, d) for m, d in result.diffs.items() if m not in EQUIVALENT):
                 lines += [f"- `{mutant}` ({result.statuses[mutant]})", "", "  ```diff",
                           *(f"  {line}" for line in diff.splitlines()), "  ```"]
         if result.equivalent:

@@ -228,6 +228,8 @@ def test_an_upward_import_is_caught(tmp_path):
     path.write_text("from ..render.text import clock\nfrom . import sampling\n", encoding="utf-8")
     found = imports("tempo.video.readers", path, sources())
     assert found == {"tempo.render.text", "tempo.video.sampling"}
+    path.write_text("import tempo.render.text\nimport tempo.video.sampling, numpy\n", encoding="utf-8")
+    assert imports("tempo.video.readers", path, sources()) == {"tempo.render.text", "tempo.video.sampling"}
     assert layer("tempo.render.text") > layer("tempo.video.readers") == layer("tempo.video.sampling")
 
 

@@ -116,6 +116,7 @@ def test_the_step_fit_by_hand():
     # at 1 TB/s: 1.2e9 / (1e12 * 0.5) = 0.0024 s streamed; the fixed costs' mean 0.00114 moved either way, and the
     # highest of them (0.00128) at its most uncertain for the high end
     low, central, high = fit.seconds(1.0)
+    assert central == 0.0024 + (0.001 + 0.00128) / 2  # exactly: 1.2e9 / 5e11 is 0.0024 in floats too
     assert low == pytest.approx(0.0024 + 0.00114 * (1 - FIXED_UNCERTAINTY))
     assert central == pytest.approx(0.0024 + 0.00114)
     assert high == pytest.approx(0.0024 + 0.00128 * (1 + FIXED_UNCERTAINTY))
