@@ -92,6 +92,10 @@ EQUIVALENT: dict[str, str] = {
                                                       "(equivalent there; a Latin-1 locale would misread non-ASCII)",
     "tests.test_architecture.x_imports__mutmut_16": "`encoding=\"UTF-8\"` for `\"utf-8\"`: the same codec",
     "tests.test_architecture.x_imports__mutmut_14": "`encoding=None`: as `path_edits`' mutant 3",
+    "tempo.moments.x_stand_out__mutmut_101": "`start <= other.end` for `<`: at equality `start = other.end` sets "
+                                             "start to what it is",
+    "tempo.moments.x_stand_out__mutmut_105": "`other.start <= end` for `< end`: at equality `end = other.start` "
+                                             "sets end to what it is",
     "tempo.times.x_clock_seconds__mutmut_13": "`len(parts) >= 1` for `> 1`: one part has no places before the "
                                               "seconds, so the check over `parts[:-1]` is over nothing either way",
 }

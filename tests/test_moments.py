@@ -136,6 +136,44 @@ def test_a_moment_stops_at_a_gap_between_segments():
     assert (moment.start, moment.end) == (9.0, pytest.approx(12.2))
 
 
+def test_a_run_above_the_threshold_is_one_moment():
+    """Background -1, 1, -1, 0 repeated (32 segments; with the peaks, median 0 and median absolute deviation 1: a
+    moment needs more than 2). Segments 3-7 at 2.4, 2.5, 5, 2.5, 2.4 are one run above 2: one moment, edged at
+    0.7 * 5 = 3.5, 0.4 of the way from 18 s and from 26 s toward the peak's middle (19.6-24.4 s), and none of the
+    run's other segments starts another. Segment 20 at 2.2 (lower than the run's 2.4 and 2.5) is a moment too: edge
+    1.54, 1.54 / 2.2 of the way from 78 s (neighbour 0), 0.54 / 1.2 back from 86 s (neighbour 1)."""
+    log_odds = [-1.0, 1.0, -1.0, 0.0] * 8
+    log_odds[3:8] = [2.4, 2.5, 5.0, 2.5, 2.4]
+    log_odds[20] = 2.2
+    first, second = find_moments(segments(log_odds))
+    assert (first.start, first.end, first.score) == (pytest.approx(19.6), pytest.approx(24.4), sigmoid(5))
+    assert (second.start, second.end, second.score) == (pytest.approx(80.8), pytest.approx(84.2), sigmoid(2.2))
+    # a higher level (3: more than 3 above the median) keeps the peak and drops 2.2
+    assert find_moments(segments(log_odds), level=3.0) == (first,)
+
+
+def test_moments_at_the_ends_of_the_video():
+    """Ten segments at -2 (median -2, no deviation) with the peak 3 first, then last: the moment runs from the
+    video's start to 0.7 of the way from 6 s back to 2 s (3.2 s); or from 34 s + 2.8 to the video's end."""
+    (first,) = find_moments(segments([3.0] + [-2.0] * 9))
+    assert (first.start, first.end) == (0.0, pytest.approx(3.2))
+    (last,) = find_moments(segments([-2.0] * 9 + [3.0]))
+    assert (last.start, last.end) == (pytest.approx(36.8), 40.0)
+
+
+def test_zoom_s_window_keeps_moments_that_only_touch_it():
+    """Whole-video moments that end where the window starts (12 s) or start where it ends (24 s) stay; a gap
+    around each peak segment makes its moment the segment itself. Inside the window (12-24 s, segments of 2 s at
+    -2 but one at 3, 18-20 s) the window's moment: 0.7 of the way from 17 s and from 21 s to 19 s."""
+    spans = [(0, 3), (8, 12), (13, 17), (17.5, 23), (24, 28), (29, 40)]
+    odds = [-2.0, 2.0, -2.0, -2.0, 1.0, -2.0]
+    whole = [Segment(i, a, b, sigmoid(v)) for i, ((a, b), v) in enumerate(zip(spans, odds))]
+    window = segments([-2.0] * 3 + [3.0] + [-2.0] * 2, length=2.0, offset=12.0)
+    found = find_moments(whole, window)
+    assert sorted((m.start, m.end) for m in found) == [(8, 12), (pytest.approx(18.4), pytest.approx(19.6)),
+                                                       (24, 28)]
+
+
 @pytest.mark.parametrize("said, expected", [
     ("From 118.0 to 124.0 seconds.", (118.0, 124.0)),
     ("It is visible between 1:58 and 2:04.", (118.0, 124.0)),
