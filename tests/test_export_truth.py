@@ -33,12 +33,12 @@ def test_clip_saliency_by_hand(evidence, duration, clips):
 
 
 def test_an_annotation_carries_the_question_and_its_rounded_truth():
-    """Evidence 5.123-8.456 s in a 20.004 s video: clip 2 (4-6 s) 0.877 s inside (round(1.754) = 2), clip 3 its
-    middle (4), clip 4 (8-10 s) 0.456 s (round(0.912) = 1); times kept to the hundredth."""
+    """Evidence 5.123-8.456 s in a 20.456 s video (10 whole clips): clip 2 (4-6 s) 0.877 s inside (round(1.754) =
+    2), clip 3 its middle (4), clip 4 (8-10 s) 0.456 s (round(0.912) = 1); times kept to the hundredth."""
     question = Question("grounding", "When is the red circle visible?", "At 5 seconds.", ((5.123, 8.456),))
-    record = annotation(question, 3, "synthetic-3", 20.004)
+    record = annotation(question, 3, "synthetic-3", 20.456)
     assert (record.qid, record.query, record.vid, record.duration) == ("3-grounding",
                                                                        "When is the red circle visible?",
-                                                                       "synthetic-3", 20.0)
+                                                                       "synthetic-3", 20.46)
     assert record.intervals == ((5.12, 8.46),)
     assert (record.clip_ids, record.saliency) == ((2, 3, 4), ((2, 2, 2), (4, 4, 4), (1, 1, 1)))
