@@ -152,6 +152,12 @@ def test_allocate_is_ata_unless_told_otherwise():
 def test_ata_computes_in_float32_as_released():
     # 0.2499999999 is 0.25 in float32: 4 + floor(28 * 0.25) = 11; in float64 28 * s_hat is just below 7 (10)
     assert adaptive_token_allocation([0.0, 0.2499999999, 1.0], 8192, 4, 32) == [4, 11, 32]
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)  # a program that computes in float64 elsewhere: ATA still does not
+    try:
+        assert adaptive_token_allocation([0.0, 0.2499999999, 1.0], 8192, 4, 32) == [4, 11, 32]
+    finally:
+        torch.set_default_dtype(default)
 
 
 def test_an_ideal_that_meets_the_budget_exactly_stands():
