@@ -96,6 +96,12 @@ EQUIVALENT: dict[str, str] = {
                                              "start to what it is",
     "tempo.moments.x_stand_out__mutmut_105": "`other.start <= end` for `< end`: at equality `end = other.start` "
                                              "sets end to what it is",
+    "tempo.eval.metrics.x_average_precision__mutmut_54": "the recall's closing sentinel 2 for 1: the step to it "
+                                                         "is weighted by the closing precision, 0, either way",
+    "tempo.eval.metrics.x_average_precision__mutmut_57": "the precision's opening sentinel 1 for 0: no step reads "
+                                                         "index 0 (steps start at 1)",
+    "tempo.eval.metrics.x_average_precision__mutmut_70": "`recall[:+1]` for `recall[:-1]`: the extra steps are where "
+                                                         "recall does not change, so each adds 0 x precision",
     "tempo.times.x_clock_seconds__mutmut_13": "`len(parts) >= 1` for `> 1`: one part has no places before the "
                                               "seconds, so the check over `parts[:-1]` is over nothing either way",
 }

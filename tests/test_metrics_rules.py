@@ -50,6 +50,11 @@ def test_ap_with_a_miss_then_two_hits():
     assert metrics.average_precision(ranked, [(0, 10), (40, 50)], 0.5) == pytest.approx(2 / 3)
 
 
+def test_no_true_window_overlaps_nothing():
+    assert metrics.best_iou((0, 10), []) == 0.0
+    assert metrics.best_iou((0, 10), [(20, 30), (5, 15)]) == pytest.approx(5 / 15)
+
+
 def test_the_scores_over_queries():
     """Query 1 hit exactly (IoU 1), query 2 at IoU 0.25 ((0, 5) against (0, 20)), query 3 nothing predicted (0):
     R1@0.3 is 1/3, mIoU (1 + 0.25 + 0) / 3, mAP@0.5 (1 + 0 + 0) / 3."""

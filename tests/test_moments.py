@@ -174,6 +174,39 @@ def test_zoom_s_window_keeps_moments_that_only_touch_it():
                                                        (24, 28)]
 
 
+def test_a_stronger_segment_inside_a_moment_starts_none_of_its_own():
+    """Median 0, deviation 1 as above (threshold 2). The peak 2.8 (segment 5, edge level 1.96) reaches over 1.99
+    and 2.5 (segments 6 and 7) to 2.96 / 3.5 of the way back from segment 8's middle (34 s); it starts 2.96 / 3.8 of
+    the way from 18 s. Segment 7 (2.5, above the threshold but not in the peak's run, which 1.99 breaks) has its
+    middle inside that moment: it starts none of its own."""
+    log_odds = [-1.0, 1.0, -1.0, 0.0] * 8
+    log_odds[5:9] = [2.8, 1.99, 2.5, -1.0]
+    (moment,) = find_moments(segments(log_odds))
+    assert (moment.start, moment.end) == (pytest.approx(18 + 4 * 2.96 / 3.8), pytest.approx(34 - 4 * 2.96 / 3.5))
+
+
+def test_zoom_s_window_drops_the_moments_it_overlaps():
+    """Whole-video moments 10-13 s and 23-26 s (gap-isolated peaks) overlap the window (12-24 s, 8 segments of
+    1.5 s): both give way. The window's median is -1, its deviation 1: peaks 3 (16.5-18 s; edge 1.8, 3.8 / 5 of the
+    way from 15.75 s and from 18.75 s) and 1.5 (21-22.5 s; edge 0.75, 1.75 / 2.5 of the way from 20.25 s and
+    23.25 s); at level 3 (above 2) only the first."""
+    spans, odds = [(0, 3), (10, 13), (14, 22), (23, 26), (27, 40)], [-2.0, 2.0, -2.0, 1.0, -2.0]
+    whole = [Segment(i, a, b, sigmoid(v)) for i, ((a, b), v) in enumerate(zip(spans, odds))]
+    window = segments([-2.0, -1.0, -2.0, 3.0, -2.0, -1.0, 1.5, -1.0], length=1.5, offset=12.0)
+    first, second = find_moments(whole, window)
+    assert (first.start, first.end) == (pytest.approx(15.75 + 1.5 * 0.76), pytest.approx(18.75 - 1.5 * 0.76))
+    assert (second.start, second.end) == (pytest.approx(20.25 + 1.5 * 0.7), pytest.approx(23.25 - 1.5 * 0.7))
+    assert find_moments(whole, window, level=3.0) == (first,)
+
+
+def test_a_relevance_of_zero_is_the_least():
+    # relevance 0 (log-odds clamped to about -13.8) on segment 0 is no peak: the one moment is the peak 3's
+    scored = segments([-2.0] * 9 + [3.0])
+    scored[0] = Segment(0, 0.0, 4.0, 0.0)
+    (moment,) = find_moments(scored)
+    assert (moment.start, moment.end, moment.score) == (pytest.approx(36.8), 40.0, sigmoid(3))
+
+
 @pytest.mark.parametrize("said, expected", [
     ("From 118.0 to 124.0 seconds.", (118.0, 124.0)),
     ("It is visible between 1:58 and 2:04.", (118.0, 124.0)),
@@ -195,6 +228,7 @@ def test_which_questions_ask_for_an_interval():
 
 def test_moment_json():
     assert Moment(12.3456, 15.2, 0.912345).to_dict() == {"start": 12.35, "end": 15.2, "score": 0.9123}
+    assert Moment(1.0, 15.2345, 0.5).to_dict()["end"] == 15.23
 
 
 @pytest.fixture(scope="module")
