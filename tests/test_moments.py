@@ -159,6 +159,12 @@ def test_moments_at_the_ends_of_the_video():
     assert (first.start, first.end) == (0.0, pytest.approx(3.2))
     (last,) = find_moments(segments([-2.0] * 9 + [3.0]))
     assert (last.start, last.end) == (pytest.approx(36.8), 40.0)
+    # a first (or last) segment at 2, above the edge level 1.5, carries the moment to the video's start (or end);
+    # the other side 0.7 of the way from 10 s back to 6 s (7.2 s), or from 30 s on to 34 s (32.8 s)
+    (first,) = find_moments(segments([2.0, 3.0] + [-2.0] * 8))
+    assert (first.start, first.end, first.score) == (0.0, pytest.approx(7.2), sigmoid(3))
+    (last,) = find_moments(segments([-2.0] * 8 + [3.0, 2.0]))
+    assert (last.start, last.end, last.score) == (pytest.approx(32.8), 40.0, sigmoid(3))
 
 
 def test_zoom_s_window_keeps_moments_that_only_touch_it():
