@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,6 +166,9 @@ def mutate(name: str, target: Target, jobs: int, only: tuple[str, ...] = ()) -> 
     from mutmut.stats import status_by_exit_code
 
     started = time.monotonic()
+    # the tree mutmut copies: HEAD, with a "+" when it has changes not committed
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=ROOT).returncode
     with tempfile.TemporaryDirectory(prefix=f"mutation-{name}-") as scratch:
         where = workspace(target, Path(scratch))
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
@@ -179,8 +183,7 @@ def mutate(name: str, target: Target, jobs: int, only: tuple[str, ...] = ()) -> 
                     if any(fnmatch.fnmatch(mutant, pattern) for pattern in patterns)}
         diffs = {mutant: shown(mutmut, mutant, where, env) for mutant, status in statuses.items()
                  if status not in KILLED}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    return Result(name, statuses, diffs, time.monotonic() - started, commit.stdout.strip())
+    return Result(name, statuses, diffs, time.monotonic() - started, commit.stdout.strip() + "+" * bool(dirty))
 
 
 def shown(mutmut: list[str], mutant: str, where: Path, env: dict[str, str]) -> str:
@@ -193,12 +196,13 @@ def report(results: list[Result], path: Path) -> None:
     """The scores, the survivors' diffs and the equivalent mutants, as markdown."""
     from importlib.metadata import version
 
-    lines = ["# Mutation scores", "",
-             f"`make mutation` (`python -m benchmarks.mutation`), mutmut {version('mutmut')}, "
-             f"on {datetime.date.today()}: each module mutated against its own fast test files; the score is killed"
-             " over killed plus survived (a timeout is a kill, a mutant no test reaches survives); equivalent mutants"
-             f" (the same outputs on every input) are listed with why, not counted. Each module must hold {GOAL:.0%}.",
-             "",
+    intro = (f"`make mutation` (`python -m benchmarks.mutation`), mutmut {version('mutmut')}, on "
+             f"{datetime.date.today()}: each module mutated against its own fast test files; the score is killed over "
+             "killed plus survived (a timeout is a kill, a mutant no test reaches survives); equivalent mutants (the "
+             f"same outputs on every input) are listed with why, not counted. Each module must hold {GOAL:.0%}. The "
+             "minutes and the commit (`+`: with changes not committed) are a module's last full run; survivors "
+             "checked again with `--only` after a new test keep them.")
+    lines = ["# Mutation scores", "", *textwrap.wrap(intro, 120), "",
              "| module | source | tests | killed | survived | equivalent | score | minutes | at |",
              "|---|---|---|---|---|---|---|---|---|"]
     for result in results:
