@@ -103,6 +103,11 @@ EQUIVALENT: dict[str, str] = {
                                                          "index 0 (steps start at 1)",
     "tempo.eval.metrics.x_average_precision__mutmut_70": "`recall[:+1]` for `recall[:-1]`: the extra steps are where "
                                                          "recall does not change, so each adds 0 x precision",
+    "tempo.moments.x_stand_out__mutmut_34": "`low >= 0` for `> 0` in the run: at 0 it asks whether the last "
+                                            "segment touches the first, which no video's segments in time order do",
+    "tempo.moments.x__edges__mutmut_9": "`low >= 0` for `> 0`: as `stand_out`'s mutant 34, the last segment never "
+                                        "touches the first",
+    "tempo.moments.x__edges__mutmut_54": "`low >= 0` for `> 0` before the start's interpolation: as mutant 9",
     "tempo.times.x_clock_seconds__mutmut_13": "`len(parts) >= 1` for `> 1`: one part has no places before the "
                                               "seconds, so the check over `parts[:-1]` is over nothing either way",
 }
@@ -219,7 +224,8 @@ def report(results: list[Result], path: Path) -> None:
                           *(f"  {line}" for line in diff.splitlines()), "  ```"]
         if result.equivalent:
             lines += ["", f"## Equivalent: {result.name}", ""]
-            lines += [f"- `{mutant}`: {EQUIVALENT[mutant]}" for mutant in result.equivalent]
+            lines += [line for mutant in result.equivalent
+                      for line in textwrap.wrap(f"- `{mutant}`: {EQUIVALENT[mutant]}", 120, subsequent_indent="  ")]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 

@@ -167,6 +167,17 @@ def test_moments_at_the_ends_of_the_video():
     assert (last.start, last.end, last.score) == (pytest.approx(32.8), 40.0, sigmoid(3))
 
 
+def test_a_run_reaching_the_first_or_last_segment_takes_it_in():
+    """2.3, 2.5, 5 then the background (28 segments; median 0, deviation 1, threshold 2): one run of three, one
+    moment edged at 3.5, 0.4 of the way from 6 s to 10 s (7.6 s) and 0.75 of the way back from 14 s (11 s); the
+    first segment (2.3, its middle outside) starts none of its own. Backwards (112 s) the same at the end."""
+    log_odds = [2.3, 2.5, 5.0] + [-1.0, 1.0, -1.0, 0.0] * 6 + [-1.0]
+    (moment,) = find_moments(segments(log_odds))
+    assert (moment.start, moment.end) == (pytest.approx(7.6), pytest.approx(11.0))
+    (moment,) = find_moments(segments(log_odds[::-1]))
+    assert (moment.start, moment.end) == (pytest.approx(101.0), pytest.approx(104.4))
+
+
 def test_zoom_s_window_keeps_moments_that_only_touch_it():
     """Whole-video moments that end where the window starts (12 s) or start where it ends (24 s) stay; a gap
     around each peak segment makes its moment the segment itself. Inside the window (12-24 s, segments of 2 s at
