@@ -112,6 +112,24 @@ EQUIVALENT: dict[str, str] = {
                                               "seconds, so the check over `parts[:-1]` is over nothing either way",
 }
 
+# Survivors not yet killed, with why (they count as survived): what a test would need.
+EXACT = "needs log-odds exactly equal after sigmoid and logit, which floats do not give on a grid a test can write"
+STILL_ALIVE: dict[str, str] = {
+    "demo.device.xǁStepFitǁfitted__mutmut_64": "1e12 + 1 for 1e12: a 1e-12 relative change, lost in the 5 decimals "
+                                               "the fixed costs keep except at a rounding boundary",
+    "tempo.eval.metrics.x_hit_at_one__mutmut_3": "clips as duration x 2 s: only clips past the video's end differ, "
+                                                 "and annotations hold none",
+    "tempo.moments.x__edges__mutmut_16": f"`>` for `>=` edge: {EXACT}",
+    "tempo.moments.x__edges__mutmut_39": f"`>` for `>=` edge: {EXACT}",
+    "tempo.moments.x_stand_out__mutmut_41": f"`>=` for `>` threshold in the run: {EXACT}",
+    "tempo.moments.x__touch__mutmut_3": "`<=` TOUCH: needs a gap of exactly 1 ms in floats",
+    "tempo.moments.x_stand_out__mutmut_94": "a segment's middle exactly on a moment's start: needs an edge exactly at "
+                                            "a middle",
+    "tempo.moments.x_stand_out__mutmut_98": "a segment's middle exactly on a moment's end, as mutant 94",
+    "tempo.moments.x_stand_out__mutmut_102": "a better moment ending exactly where this one ends",
+    "tempo.moments.x_stand_out__mutmut_104": "a better moment starting exactly where this one starts",
+}
+
 
 @dataclass
 class Result:
@@ -220,8 +238,9 @@ def report(results: list[Result], path: Path) -> None:
         if set(result.diffs) - set(EQUIVALENT):
             lines += ["", f"## Survivors: {result.name}", ""]
             for mutant, diff in sorted((m, d) for m, d in result.diffs.items() if m not in EQUIVALENT):
-                lines += [f"- `{mutant}` ({result.statuses[mutant]})", "", "  ```diff",
-                          *(f"  {line}" for line in diff.splitlines()), "  ```"]
+                why = textwrap.wrap(STILL_ALIVE[mutant], 118) if mutant in STILL_ALIVE else []
+                lines += [f"- `{mutant}` ({result.statuses[mutant]})", "", *(f"  {line}" for line in why),
+                          *([""] if why else []), "  ```diff", *(f"  {line}" for line in diff.splitlines()), "  ```"]
         if result.equivalent:
             lines += ["", f"## Equivalent: {result.name}", ""]
             lines += [line for mutant in result.equivalent

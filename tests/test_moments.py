@@ -165,6 +165,9 @@ def test_moments_at_the_ends_of_the_video():
     assert (first.start, first.end, first.score) == (0.0, pytest.approx(7.2), sigmoid(3))
     (last,) = find_moments(segments([-2.0] * 8 + [3.0, 2.0]))
     assert (last.start, last.end, last.score) == (pytest.approx(32.8), 40.0, sigmoid(3))
+    # the second segment's peak still reads the first as its neighbour: 0.7 of the way from 2 s to 6 s (4.8 s)
+    (second,) = find_moments(segments([-2.0, 3.0] + [-2.0] * 8))
+    assert (second.start, second.end) == (pytest.approx(4.8), pytest.approx(7.2))
 
 
 def test_a_run_reaching_the_first_or_last_segment_takes_it_in():
