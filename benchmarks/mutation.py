@@ -249,7 +249,7 @@ def report(results: list[Result], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     parser.add_argument("--module", action="append", choices=sorted(TARGETS), help="only these (default: all)")
     parser.add_argument("--report", type=Path, default=REPORT, help=f"where the report goes (default {REPORT})")
     parser.add_argument("--jobs", type=int, default=1, help="mutants at once (default 1)")
