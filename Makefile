@@ -11,7 +11,7 @@ OVERLAYS := .overlays
 PILLOW_13          := pillow>=13,<14
 OLDEST_TRANSFORMERS := transformers==5.20.2
 
-.PHONY: demo test test-all test-slow check matrix browser conformance clean
+.PHONY: demo test test-all test-slow check matrix browser conformance mutation clean
 
 # The requirements, then tempo itself (editable, nothing more), so that `.venv/bin/tempo` exists after any target.
 $(STAMP): requirements.txt requirements-dev.txt constraints-cpu.txt pyproject.toml
@@ -73,6 +73,11 @@ matrix: $(STAMP)
 	    $(PY) -m pip install --quiet --disable-pip-version-check --dry-run --ignore-installed --only-binary=:all: \
 	      --python-version $$version --target $(OVERLAYS)/dry-run -r $$spec || exit 1; done; \
 	  echo "requirements.txt resolves for Python $$version, newest and every floor"; done
+
+# Mutation testing (mutmut) of the modules whose numbers users trust, each against its own fast tests; it writes
+# benchmarks/results/mutation.md (and .json) and fails under 90 %. About an hour on 2 cores: not part of test-all.
+mutation: $(STAMP)
+	$(PY) -m benchmarks.mutation
 
 conformance: $(STAMP)
 	$(PY) -m tempo conformance tests/fixtures/conformance

@@ -2,12 +2,14 @@
 (benchmarks, examples and experiments -> app -> demo -> tempo's tools -> rendering -> analysis -> the engine -> the
 model -> video -> settings and errors); the engine is entered only through its face (and `tempo.engine.steps`, by
 the code that composes its steps), and the demo only enters the library's rooms named here. Every module is named
-in LAYERS: a package's entry covers its modules, but a top-level one ("tempo") is the package's `__init__` alone,
-so a new room must be placed."""
+in LAYERS, wherever it sits (a file at the root, a new folder): a package's entry covers its modules, but a
+top-level one ("tempo") is the package's `__init__` alone, so a new room must be placed. Imports made by name
+(`importlib.import_module("demo.server")`, `__import__`) count as imports."""
 
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 import pytest
@@ -51,7 +53,8 @@ LAYERS = [
     ["demo.layout"],
     ["demo.launch", "demo"],
     ["app"],
-    ["benchmarks", "benchmarks.local_app", "benchmarks.server_watch", "benchmarks.mutants", "benchmarks.gpu"],
+    ["benchmarks", "benchmarks.local_app", "benchmarks.server_watch", "benchmarks.mutants", "benchmarks.gpu",
+     "benchmarks.mutation"],
     ["benchmarks.app_first_segment", "benchmarks.cold_start", "benchmarks.gpu_reservations", "benchmarks.live",
      "benchmarks.preprocess", "benchmarks.preview_proxy", "benchmarks.sharpest_frame", "benchmarks.cache_memory",
      "benchmarks.fuzz", "benchmarks.analysis_tools", "benchmarks.repeat_question", "benchmarks.screenshots",
@@ -64,16 +67,24 @@ LAYERS = [
      "experiments.tiny-v6.sizing_sweep", "experiments.tiny-v6.choose_stage", "experiments.tiny-v7.digit_copy",
      "experiments.tiny-v7.tag_probe", "experiments.tiny-v7.two_objects", "experiments.tiny-v7.stage15_cost"],
 ]
-ROOTS = ("app", "demo", "tempo", "benchmarks", "examples", "experiments")  # the folders (and app.py) scanned
+# Folders at the root that hold no module of the project: the tests, and what tools write (hidden folders, the
+# virtual environment among them, are skipped too).
+NOT_MODULES = ("tests", "build", "dist", "mutants", "outputs", "__pycache__")
+BY_NAME = ("import_module", "__import__")  # the calls that import a module named by a string
 
 
-def sources() -> dict[str, Path]:
-    """Every module of the app, demo/, tempo/, benchmarks/, examples/ and experiments/, by its dotted name."""
-    files = [ROOT / "app.py", *(path for root in ROOTS[1:] for path in sorted((ROOT / root).rglob("*.py")))]
+def sources(root: Path = ROOT) -> dict[str, Path]:
+    """Every module of the repository but the tests, by its dotted name: the root's own files (app.py) and every
+    folder's, at any depth."""
     modules = {}
-    for path in files:
-        parts = list(path.relative_to(ROOT).with_suffix("").parts)
-        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    for folder, folders, files in os.walk(root):
+        here = Path(folder)
+        folders[:] = sorted(name for name in folders if not name.startswith(".") and name != "__pycache__"
+                            and not (here == root and name in NOT_MODULES))
+        for name in sorted(files):
+            if name.endswith(".py"):
+                parts = list((here / name).relative_to(root).with_suffix("").parts)
+                modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = here / name
     return modules
 
 
@@ -104,7 +115,20 @@ def imports(module: str, path: Path, known: dict[str, Path]) -> set[str]:
                 base = ".".join(anchor + ([base] if base else []))
             # `from package import module` imports the module; `from module import name` the module itself.
             found |= {f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names}
-    return {name for name in found if name.split(".")[0] in ROOTS}
+        elif isinstance(node, ast.Call) and (named := imported_by_name(node)):
+            found.add(named)
+    tops = {name.split(".")[0] for name in known}
+    return {name for name in found if name.split(".")[0] in tops}
+
+
+def imported_by_name(call: ast.Call) -> str | None:
+    """The module an `importlib.import_module("...")` or `__import__("...")` call names (a literal name only)."""
+    function = call.func
+    called = function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", None)
+    if called in BY_NAME and call.args and isinstance(call.args[0], ast.Constant) \
+            and isinstance(call.args[0].value, str):
+        return call.args[0].value
+    return None
 
 
 def test_every_module_is_small():
@@ -156,19 +180,25 @@ def test_a_sys_path_edit_is_caught(tmp_path):
                                                         "benchmarks.bench:3 uses sys.path"]
 
 
+def upward_imports(known: dict[str, Path]) -> list[str]:
+    """Imports from a module of a layer above the importer's."""
+    return [f"{module} (layer {layer(module)}) imports {target} (layer {layer(target)})"
+            for module, path in known.items() for target in sorted(imports(module, path, known))
+            if layer(target) > layer(module)]
+
+
+def outside_the_library(known: dict[str, Path]) -> list[str]:
+    """Imports by the library (tempo/) of anything of the project outside it."""
+    return [f"{module} imports {target}" for module, path in known.items() if module.split(".")[0] == "tempo"
+            for target in sorted(imports(module, path, known)) if target.split(".")[0] != "tempo"]
+
+
 def test_imports_only_go_down_the_layers():
-    known = sources()
-    upward = [f"{module} (layer {layer(module)}) imports {target} (layer {layer(target)})"
-              for module, path in known.items() for target in sorted(imports(module, path, known))
-              if layer(target) > layer(module)]
-    assert not upward, "\n".join(upward)
+    assert not upward_imports(sources()), "\n".join(upward_imports(sources()))
 
 
 def test_the_library_never_imports_the_demo():
-    known = sources()
-    wrong = [f"{module} imports {target}" for module, path in known.items() if module.startswith("tempo")
-             for target in imports(module, path, known) if not target.startswith("tempo")]
-    assert not wrong, "\n".join(wrong)
+    assert not outside_the_library(sources()), "\n".join(outside_the_library(sources()))
 
 
 def test_no_module_imports_itself_through_others():
@@ -199,6 +229,8 @@ def test_an_upward_import_is_caught(tmp_path):
     path.write_text("from ..render.text import clock\nfrom . import sampling\n", encoding="utf-8")
     found = imports("tempo.video.readers", path, sources())
     assert found == {"tempo.render.text", "tempo.video.sampling"}
+    path.write_text("import tempo.render.text\nimport tempo.video.sampling, numpy\n", encoding="utf-8")
+    assert imports("tempo.video.readers", path, sources()) == {"tempo.render.text", "tempo.video.sampling"}
     assert layer("tempo.render.text") > layer("tempo.video.readers") == layer("tempo.video.sampling")
 
 
@@ -243,7 +275,41 @@ def test_an_inner_engine_import_from_the_demo_is_caught(tmp_path):
                       "from tempo.engine.steps import respond\n", encoding="utf-8")
     handlers = tmp_path / "handlers.py"
     handlers.write_text("from tempo.video import probe\n", encoding="utf-8")
-    patched = {**known, "demo.server": server, "demo.handlers": handlers}
+    app = tmp_path / "app.py"
+    app.write_text("from tempo.train import recipe\n", encoding="utf-8")
+    patched = {**known, "demo.server": server, "demo.handlers": handlers, "app": app}
     assert engine_inner_imports(patched) == ["demo.server imports tempo.engine.cache",
                                              "demo.server imports tempo.engine.steps"]
-    assert demo_trespassing(patched) == ["demo.handlers imports tempo.video.probe"]
+    assert demo_trespassing(patched) == ["app imports tempo.train.recipe", "demo.handlers imports tempo.video.probe"]
+
+
+def test_every_module_at_the_root_or_in_a_new_folder_is_found(tmp_path):
+    """The check can fail: a helper dropped at the root, or a new folder of tools, is a module the layers must
+    place; the tests, hidden folders (a virtual environment) and tools' outputs are not."""
+    for name in ("app.py", "helpers.py", "tools/sweep.py", "tools/deep/__init__.py", "tests/test_x.py",
+                 ".venv/lib/site.py", "mutants/tempo/x.py", "tempo/__pycache__/x.py", "tempo/times.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("", encoding="utf-8")
+    assert sorted(sources(tmp_path)) == ["app", "helpers", "tempo.times", "tools.deep", "tools.sweep"]
+    for module in ("helpers", "tools.sweep", "tools.deep"):
+        with pytest.raises(AssertionError, match=rf"^{module} is in no layer"):
+            layer(module)
+    assert "app" in sources() and all(not name.startswith("tests") for name in sources())
+
+
+def test_an_import_by_name_is_an_import(tmp_path):
+    """The checks can fail: the library reaching the demo lazily through importlib, or by `__import__`."""
+    known = sources()
+    lazy = tmp_path / "lazy.py"
+    lazy.write_text("import importlib\nfrom importlib import import_module\n\n\ndef late(name):\n"
+                    "    importlib.import_module('demo.server')\n    import_module('tempo.render.text')\n"
+                    "    __import__('app')\n    importlib.import_module(name)\n    importlib.import_module('numpy')\n"
+                    "    print('demo.html')\n", encoding="utf-8")
+    assert imports("tempo.video.lazy", lazy, known) == {"demo.server", "tempo.render.text", "app"}
+    patched = {"tempo.video.lazy": lazy, "demo.server": known["demo.server"], "app": known["app"],
+               "tempo.render.text": known["tempo.render.text"]}
+    assert outside_the_library(patched) == ["tempo.video.lazy imports app", "tempo.video.lazy imports demo.server"]
+    upward = upward_imports(patched)  # "tempo.video.lazy (layer 5) imports app (layer 21)", ...
+    assert [line.split(" (layer ")[0] for line in upward] == ["tempo.video.lazy"] * 3
+    assert [line.split(" imports ")[1].split(" (layer ")[0] for line in upward] == ["app", "demo.server",
+                                                                                    "tempo.render.text"]

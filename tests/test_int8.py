@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from tempo.conformance import BF16_RTOL
-from tempo.model.int8 import LEVELS, Int8Linear, quantize
+from tempo.model.int8 import LEVELS, Int8Linear, quantize, quantize_model
 
 
 def test_each_weight_is_within_half_a_step_of_its_own():
@@ -38,6 +38,52 @@ def test_quantize_replaces_the_linear_layers_it_is_given_and_says_what_it_saved(
     saved = quantize(model, skip=("3",))
     assert [type(m).__name__ for m in (model[0], model[2][0], model[3])] == ["Int8Linear", "Int8Linear", "Linear"]
     assert saved == (16 * 16 + 16 * 8) * 3 - (16 + 8) * 4  # float32 to int8, less a float32 scale per row
+
+
+def test_a_row_s_step_is_its_own_however_small():
+    """Rows whose largest magnitude is 5e-12 and 1.27e-10: each weight within half of its own row's step (the
+    largest over 127), relative, not absolute; an all-zero row stays zero."""
+    linear = nn.Linear(4, 3, bias=False)
+    linear.weight.data = torch.tensor([[5e-12, -2.5e-12, 1e-12, 0.0], [1.27e-10, 1e-10, -0.5e-10, 3e-11],
+                                       [0.0, 0.0, 0.0, 0.0]])
+    rounded = Int8Linear.from_linear(linear)
+    widened = rounded.weight.float() * rounded.scale[:, None]
+    step = torch.tensor([5e-12, 1.27e-10, 1.0])[:, None] / 127
+    assert ((widened - linear.weight).abs() <= step / 2 * (1 + 1e-5)).all()
+    assert rounded.weight[0].tolist() == [127, -64, 25, 0]  # 5e-12 / (5e-12 / 127) and its fractions, rounded
+    assert rounded.weight[2].tolist() == [0, 0, 0, 0]
+    assert rounded(torch.ones(1, 4))[0, 2].item() == 0.0
+
+
+def test_int8_keeps_the_model_s_dtype_and_says_what_it_is():
+    linear = nn.Linear(8, 2).to(torch.bfloat16)
+    rounded = Int8Linear.from_linear(linear)
+    assert (rounded.weight.dtype, rounded.scale.dtype, rounded.bias.dtype) == (torch.int8, torch.bfloat16,
+                                                                               torch.bfloat16)
+    out = rounded(torch.ones(3, 8, dtype=torch.bfloat16))
+    assert out.dtype == torch.bfloat16 and out.shape == (3, 2)
+    assert not rounded.bias.requires_grad
+    assert repr(rounded) == "Int8Linear(in_features=8, out_features=2, int8 per-channel)"
+    # without a bias: x @ (q * scale).T, here one row of 1s of scale 3 / 127 (its largest, 3, is 127 steps)
+    plain = Int8Linear.from_linear(nn.Linear(2, 1, bias=False))
+    plain.weight.fill_(127)
+    plain.scale.fill_(3 / 127)
+    assert plain.bias is None and torch.allclose(plain(torch.tensor([[1.0, 2.0]])), torch.tensor([[9.0]]))
+
+
+def test_quantize_skips_by_qualified_name_and_quantize_model_sums_its_parts():
+    model = nn.Module()
+    model.a = nn.Sequential(nn.Linear(16, 16), nn.Sequential(nn.Linear(16, 8)))
+    model.b = nn.Linear(8, 4)
+    model.c = nn.Sequential(nn.Linear(4, 4))
+    # in model.a, "1.0" is the nested layer's name: skipped, so only a.0 (16 x 16) is rounded
+    assert quantize(model.a, skip=("1.0",)) == 16 * 16 * 3 - 16 * 4
+    assert type(model.a[1][0]) is nn.Linear
+    # parts b and c: the layers under them are rounded, b (a layer itself) has none; c's 4 x 4 float32 weights to
+    # int8, less a float32 scale per row
+    assert quantize_model(model, parts=("b", "c")) == 4 * 4 * 3 - 4 * 4
+    assert type(model.b) is nn.Linear and isinstance(model.c[0], Int8Linear)
+    assert quantize(nn.Linear(2, 2)) == 0  # a bare layer has no parent to replace it in
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,8 @@ decoder's interval answer beside them, and one short run with Tempo-Tiny."""
 
 import dataclasses
 import math
+import re
+import statistics
 
 import pytest
 
@@ -77,6 +79,155 @@ def test_zoom_s_window_makes_the_moments_inside_it():
     assert outside == find_moments(whole)[1] and outside.start >= 100
 
 
+def test_the_best_moment_comes_first_wherever_it_sits():
+    """As the ranking test, the peaks swapped: 1.5 at segment 3 and 3 at segment 12 (same median -1, deviation 1,
+    threshold 1). The later peak is the better: edge -1 + 0.7 * 4 = 1.8 between -1 neighbours, 0.7 of the way from
+    46 s and from 54 s: 48.8 to 51.2 s; the earlier one's edge -1 + 0.7 * 2.5 = 0.75 between -2 neighbours, 2.75/3.5
+    of the way from 10 s and from 18 s."""
+    log_odds = [-2.0 if i % 2 == 0 else -1.0 for i in range(20)]
+    log_odds[3], log_odds[12] = 1.5, 3.0
+    first, second = find_moments(segments(log_odds))
+    assert (first.start, first.end, first.score) == (pytest.approx(48.8), pytest.approx(51.2), sigmoid(3))
+    assert (second.start, second.end, second.score) == (pytest.approx(10 + 4 * 2.75 / 3.5),
+                                                        pytest.approx(18 - 4 * 2.75 / 3.5), sigmoid(1.5))
+
+
+# Background -1 on even segments, 1 on every fourth from 1, else 0; peaks 4 (segment 5, 20-24 s), 1.9 and 2.5
+# (segments 6 and 7): median 0, median absolute deviation 1, a moment needs more than 2.
+TRIMMED = [-1.0, 1.0, -1.0, 0.0, -1.0, 4.0, 1.9, 2.5, -1.0, 1.0, -1.0, 0.0, -1.0, 1.0, -1.0, 0.0, -1.0, 1.0, -1.0, 0.0]
+
+
+def test_a_moment_stops_where_a_better_one_ends():
+    """The peak 4's edge level 2.8: from -1 at segment 4, 3.8/5 of the way from 18 s (21.04 s); toward 1.9 at
+    segment 6, 0.9/2.1 of the way back from 26 s (24.29 s, inside segment 6). The peak 2.5's edge level 1.75 takes
+    in segment 6 (1.9) to its start, 24 s, which the better moment already holds: it starts at 24.29 s instead;
+    its end is 2.75/3.5 of the way back from segment 8's middle, 34 s."""
+    best, next_best = find_moments(segments(TRIMMED))
+    assert (best.start, best.end, best.score) == (pytest.approx(21.04), pytest.approx(26 - 4 * 0.9 / 2.1), sigmoid(4))
+    assert (next_best.start, next_best.end) == (pytest.approx(26 - 4 * 0.9 / 2.1), pytest.approx(34 - 4 * 2.75 / 3.5))
+    assert next_best.score == pytest.approx(sigmoid(2.5))
+
+
+def test_a_moment_stops_where_a_better_one_starts():
+    """The same relevance backwards (80 s): each moment mirrored, the lesser one now ending where the better
+    starts."""
+    best, next_best = find_moments(segments(TRIMMED[::-1]))
+    assert (best.start, best.end) == (pytest.approx(80 - 26 + 4 * 0.9 / 2.1), pytest.approx(80 - 21.04))
+    assert (next_best.start, next_best.end) == (pytest.approx(80 - 34 + 4 * 2.75 / 3.5),
+                                                pytest.approx(80 - 26 + 4 * 0.9 / 2.1))
+
+
+def test_five_moments_at_most_the_best_five():
+    """Seven peaks, 3.0 down to 2.4, on a background alternating -2 and -1 (40 segments): median -1, median absolute
+    deviation 1, so every peak stands out (above 1); a run lists the five best, best first."""
+    log_odds = [-2.0 if i % 2 == 0 else -1.0 for i in range(40)]
+    for n, i in enumerate(range(3, 36, 5)):
+        log_odds[i] = 3.0 - n / 10
+    found = find_moments(segments(log_odds))
+    assert [m.score for m in found] == pytest.approx([sigmoid(3.0 - n / 10) for n in range(5)])
+    assert [round(m.start) for m in found] == [13, 33, 53, 73, 93]  # inside segments 3, 8, 13, 18, 23
+
+
+def test_a_moment_stops_at_a_gap_between_segments():
+    """Segment 2 (9-13 s) starts 1 s after segment 1 ends: not neighbours, so the moment starts at 9 s. Its right
+    neighbour is one: log-odds -2 and 3, edge level -2 + 0.7 * 5 = 1.5, 3.5/5 of the way back from 15 s to 11 s."""
+    spans = [(0, 4), (4, 8), (9, 13), (13, 17), (17, 21), (21, 25)]
+    scored = [Segment(i, a, b, sigmoid(3.0 if i == 2 else -2.0)) for i, (a, b) in enumerate(spans)]
+    (moment,) = find_moments(scored)
+    assert (moment.start, moment.end) == (9.0, pytest.approx(12.2))
+
+
+def test_a_run_above_the_threshold_is_one_moment():
+    """Background -1, 1, -1, 0 repeated (32 segments; with the peaks, median 0 and median absolute deviation 1: a
+    moment needs more than 2). Segments 3-7 at 2.4, 2.5, 5, 2.5, 2.4 are one run above 2: one moment, edged at
+    0.7 * 5 = 3.5, 0.4 of the way from 18 s and from 26 s toward the peak's middle (19.6-24.4 s), and none of the
+    run's other segments starts another. Segment 20 at 2.2 (lower than the run's 2.4 and 2.5) is a moment too: edge
+    1.54, 1.54 / 2.2 of the way from 78 s (neighbour 0), 0.54 / 1.2 back from 86 s (neighbour 1)."""
+    log_odds = [-1.0, 1.0, -1.0, 0.0] * 8
+    log_odds[3:8] = [2.4, 2.5, 5.0, 2.5, 2.4]
+    log_odds[20] = 2.2
+    first, second = find_moments(segments(log_odds))
+    assert (first.start, first.end, first.score) == (pytest.approx(19.6), pytest.approx(24.4), sigmoid(5))
+    assert (second.start, second.end, second.score) == (pytest.approx(80.8), pytest.approx(84.2), sigmoid(2.2))
+    # a higher level (3: more than 3 above the median) keeps the peak and drops 2.2
+    assert find_moments(segments(log_odds), level=3.0) == (first,)
+
+
+def test_moments_at_the_ends_of_the_video():
+    """Ten segments at -2 (median -2, no deviation) with the peak 3 first, then last: the moment runs from the
+    video's start to 0.7 of the way from 6 s back to 2 s (3.2 s); or from 34 s + 2.8 to the video's end."""
+    (first,) = find_moments(segments([3.0] + [-2.0] * 9))
+    assert (first.start, first.end) == (0.0, pytest.approx(3.2))
+    (last,) = find_moments(segments([-2.0] * 9 + [3.0]))
+    assert (last.start, last.end) == (pytest.approx(36.8), 40.0)
+    # a first (or last) segment at 2, above the edge level 1.5, carries the moment to the video's start (or end);
+    # the other side 0.7 of the way from 10 s back to 6 s (7.2 s), or from 30 s on to 34 s (32.8 s)
+    (first,) = find_moments(segments([2.0, 3.0] + [-2.0] * 8))
+    assert (first.start, first.end, first.score) == (0.0, pytest.approx(7.2), sigmoid(3))
+    (last,) = find_moments(segments([-2.0] * 8 + [3.0, 2.0]))
+    assert (last.start, last.end, last.score) == (pytest.approx(32.8), 40.0, sigmoid(3))
+    # the second segment's peak still reads the first as its neighbour: 0.7 of the way from 2 s to 6 s (4.8 s)
+    (second,) = find_moments(segments([-2.0, 3.0] + [-2.0] * 8))
+    assert (second.start, second.end) == (pytest.approx(4.8), pytest.approx(7.2))
+
+
+def test_a_run_reaching_the_first_or_last_segment_takes_it_in():
+    """2.3, 2.5, 5 then the background (28 segments; median 0, deviation 1, threshold 2): one run of three, one
+    moment edged at 3.5, 0.4 of the way from 6 s to 10 s (7.6 s) and 0.75 of the way back from 14 s (11 s); the
+    first segment (2.3, its middle outside) starts none of its own. Backwards (112 s) the same at the end."""
+    log_odds = [2.3, 2.5, 5.0] + [-1.0, 1.0, -1.0, 0.0] * 6 + [-1.0]
+    (moment,) = find_moments(segments(log_odds))
+    assert (moment.start, moment.end) == (pytest.approx(7.6), pytest.approx(11.0))
+    (moment,) = find_moments(segments(log_odds[::-1]))
+    assert (moment.start, moment.end) == (pytest.approx(101.0), pytest.approx(104.4))
+
+
+def test_zoom_s_window_keeps_moments_that_only_touch_it():
+    """Whole-video moments that end where the window starts (12 s) or start where it ends (24 s) stay; a gap
+    around each peak segment makes its moment the segment itself. Inside the window (12-24 s, segments of 2 s at
+    -2 but one at 3, 18-20 s) the window's moment: 0.7 of the way from 17 s and from 21 s to 19 s."""
+    spans = [(0, 3), (8, 12), (13, 17), (17.5, 23), (24, 28), (29, 40)]
+    odds = [-2.0, 2.0, -2.0, -2.0, 1.0, -2.0]
+    whole = [Segment(i, a, b, sigmoid(v)) for i, ((a, b), v) in enumerate(zip(spans, odds))]
+    window = segments([-2.0] * 3 + [3.0] + [-2.0] * 2, length=2.0, offset=12.0)
+    found = find_moments(whole, window)
+    assert sorted((m.start, m.end) for m in found) == [(8, 12), (pytest.approx(18.4), pytest.approx(19.6)),
+                                                       (24, 28)]
+
+
+def test_a_stronger_segment_inside_a_moment_starts_none_of_its_own():
+    """Median 0, deviation 1 as above (threshold 2). The peak 2.8 (segment 5, edge level 1.96) reaches over 1.99
+    and 2.5 (segments 6 and 7) to 2.96 / 3.5 of the way back from segment 8's middle (34 s); it starts 2.96 / 3.8 of
+    the way from 18 s. Segment 7 (2.5, above the threshold but not in the peak's run, which 1.99 breaks) has its
+    middle inside that moment: it starts none of its own."""
+    log_odds = [-1.0, 1.0, -1.0, 0.0] * 8
+    log_odds[5:9] = [2.8, 1.99, 2.5, -1.0]
+    (moment,) = find_moments(segments(log_odds))
+    assert (moment.start, moment.end) == (pytest.approx(18 + 4 * 2.96 / 3.8), pytest.approx(34 - 4 * 2.96 / 3.5))
+
+
+def test_zoom_s_window_drops_the_moments_it_overlaps():
+    """Whole-video moments 10-13 s and 23-26 s (gap-isolated peaks) overlap the window (12-24 s, 8 segments of
+    1.5 s): both give way. The window's median is -1, its deviation 1: peaks 3 (16.5-18 s; edge 1.8, 3.8 / 5 of the
+    way from 15.75 s and from 18.75 s) and 1.5 (21-22.5 s; edge 0.75, 1.75 / 2.5 of the way from 20.25 s and
+    23.25 s); at level 3 (above 2) only the first."""
+    spans, odds = [(0, 3), (10, 13), (14, 22), (23, 26), (27, 40)], [-2.0, 2.0, -2.0, 1.0, -2.0]
+    whole = [Segment(i, a, b, sigmoid(v)) for i, ((a, b), v) in enumerate(zip(spans, odds))]
+    window = segments([-2.0, -1.0, -2.0, 3.0, -2.0, -1.0, 1.5, -1.0], length=1.5, offset=12.0)
+    first, second = find_moments(whole, window)
+    assert (first.start, first.end) == (pytest.approx(15.75 + 1.5 * 0.76), pytest.approx(18.75 - 1.5 * 0.76))
+    assert (second.start, second.end) == (pytest.approx(20.25 + 1.5 * 0.7), pytest.approx(23.25 - 1.5 * 0.7))
+    assert find_moments(whole, window, level=3.0) == (first,)
+
+
+def test_a_relevance_of_zero_is_the_least():
+    # relevance 0 (log-odds clamped to about -13.8) on segment 0 is no peak: the one moment is the peak 3's
+    scored = segments([-2.0] * 9 + [3.0])
+    scored[0] = Segment(0, 0.0, 4.0, 0.0)
+    (moment,) = find_moments(scored)
+    assert (moment.start, moment.end, moment.score) == (pytest.approx(36.8), 40.0, sigmoid(3))
+
+
 @pytest.mark.parametrize("said, expected", [
     ("From 118.0 to 124.0 seconds.", (118.0, 124.0)),
     ("It is visible between 1:58 and 2:04.", (118.0, 124.0)),
@@ -98,6 +249,7 @@ def test_which_questions_ask_for_an_interval():
 
 def test_moment_json():
     assert Moment(12.3456, 15.2, 0.912345).to_dict() == {"start": 12.35, "end": 15.2, "score": 0.9123}
+    assert Moment(1.0, 15.2345, 0.5).to_dict()["end"] == 15.23
     # a field added to every moment goes into the JSON too (CONTRIBUTING.md: add a field to every moment)
     assert list(Moment(1.0, 2.0, 0.5).to_dict()) == [field.name for field in dataclasses.fields(Moment)]
 
@@ -128,11 +280,23 @@ def test_a_run_with_tempo_tiny_carries_its_moments_and_interval(tiny_model, tmp_
     event = video.events[0]
     question = f"From when to when is the {event.colour} {event.kind} visible?"
     finished = answer(tiny_model, path, question, RunConfig())
-    assert finished.moments == find_moments(finished.segments)
+    # The rule from the module's description, worked here: the most relevant segment stands out (log-odds more than
+    # 2 median absolute deviations above the median), so the best moment is its, scored with its relevance.
+    relevance = [s.relevance for s in finished.segments]
+    odds = [math.log(p / (1 - p)) for p in relevance]
+    median = statistics.median(odds)
+    peak = max(range(len(odds)), key=odds.__getitem__)
+    assert odds[peak] > median + 2 * statistics.median([abs(v - median) for v in odds])
+    best = finished.moments[0]
+    middle = (finished.segments[peak].start + finished.segments[peak].end) / 2
+    assert best.score == relevance[peak] and best.start <= middle <= best.end
     record = finished.to_dict()
-    assert record["moments"] == [m.to_dict() for m in finished.moments] and record["moments"]
-    assert record["answer_interval"] == (list(answer_interval(finished.answer)) if answer_interval(finished.answer)
-                                         else None)
+    assert record["moments"][0] == {"start": round(best.start, 2), "end": round(best.end, 2),
+                                    "score": round(best.score, 4)}
+    assert len(record["moments"]) == len(finished.moments)
+    # the question asks from when to when: the record carries the answer's first two numbers ("From 2.0 to 6.0")
+    said = sorted(float(n) for n in re.findall(r"\d+(?:\.\d+)?", finished.answer)[:2])
+    assert len(said) == 2 and record["answer_interval"] == said
     seen = observe(tiny_model, path, "q", question, RunConfig(), VideoCache())
     assert seen.window == () and len(seen.segments) == len(finished.segments)  # 40 s: no closer window
     rows = predictions(seen)

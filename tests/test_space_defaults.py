@@ -30,10 +30,10 @@ def test_the_deploy_guide_states_the_quota_the_space_reserves_under():
 
 
 def test_a_reservation_never_exceeds_an_anonymous_day():
-    day = ZEROGPU.daily_seconds("anonymous")
-    assert COST.cap == day / ZEROGPU.counted(COST.size)
-    assert COST.reserved(128, 6, 6 * 2048) == COST.cap  # the longest request asks for the whole day, no more
-    assert dataclasses.replace(COST, size="xlarge").cap == day / ZEROGPU.counted("xlarge")
+    # an anonymous day is 2 minutes (the hub's page), counted once on the default size and twice on the whole card
+    assert COST.size == "large" and COST.cap == 120.0
+    assert COST.reserved(128, 6, 6 * 2048) == 120  # the longest request asks for the whole day, no more
+    assert dataclasses.replace(COST, size="xlarge").cap == 60.0
 
 
 def test_questions_a_day_follow_the_fit():

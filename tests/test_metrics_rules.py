@@ -1,0 +1,93 @@
+"""The grounding metrics' rules where a fault would hide (`tempo.eval.metrics`), by hand from QVHighlights' evaluation
+(standalone_eval/eval.py): a window reaching the threshold exactly counts (ties are common on the 2-second grid),
+windows are ranked by their score, and a query without a prediction or a set without queries is refused. Each case
+has one true window, so they hold under the official tie rule (a tie goes to the last true window) too."""
+
+from __future__ import annotations
+
+import pytest
+
+from tempo.eval import metrics
+from tempo.eval.formats import Annotation, Prediction
+
+
+def truth(qid: str, *windows: tuple[float, float], duration: float | None = 20.0, clips=(), saliency=()) -> Annotation:
+    return Annotation(qid, "q", "v", tuple(windows), duration, clips, saliency)
+
+
+def test_r1_counts_a_window_at_the_threshold():
+    """(0, 10) against (0, 20): 10 / 20 = 0.5 exactly; (0, 6): 6 / 20 = 0.3; (0, 14): 14 / 20 = 0.7."""
+    for window, hits in (((0, 10), (1.0, 1.0, 0.0)), ((0, 6), (1.0, 0.0, 0.0)), ((0, 14), (1.0, 1.0, 1.0)),
+                         ((0, 5.8), (0.0, 0.0, 0.0))):
+        scores = metrics.score([Prediction("1", ((*window, 1.0),))], [truth("1", (0, 20))])
+        assert tuple(scores.recall[t] for t in (0.3, 0.5, 0.7)) == hits, window
+        assert scores.mean_iou == pytest.approx(window[1] / 20)
+
+
+def test_ap_counts_a_window_at_the_threshold():
+    # IoU 0.5 exactly is a hit at 0.5 (AP 1), not at 0.75 (AP 0); 15 / 20 = 0.75 is a hit at both
+    assert metrics.average_precision([(0, 10, 1.0)], [(0, 20)], 0.5) == 1.0
+    assert metrics.average_precision([(0, 10, 1.0)], [(0, 20)], 0.75) == 0.0
+    assert metrics.average_precision([(5, 20, 1.0)], [(0, 20)], 0.75) == 1.0
+
+
+def test_ap_ranks_windows_by_their_score():
+    # submitted worst first: ranked by score the hit is first (AP 1), as submitted it would be second (1/2)
+    assert metrics.average_precision([(50, 60, 0.1), (0, 10, 0.9)], [(0, 10)], 0.5) == 1.0
+    # equal scores keep the order submitted: the miss first, so precision 1/2 at recall 1
+    assert metrics.average_precision([(50, 60, 0.5), (0, 10, 0.5)], [(0, 10)], 0.5) == 0.5
+    # a truth matched once: the second window on it is a miss (precision 1 at recall 1 stays the best)
+    assert metrics.average_precision([(0, 10, 0.9), (0, 10, 0.8)], [(0, 10)], 0.5) == 1.0
+    # no window or no truth: 0
+    assert metrics.average_precision([], [(0, 10)], 0.5) == 0.0
+    assert metrics.average_precision([(0, 10, 1.0)], [], 0.5) == 0.0
+
+
+def test_ap_with_a_miss_then_two_hits():
+    """Truths (0, 10) and (40, 50); ranks: miss, hit, hit. Precision 1/2 at recall 1/2 and 2/3 at recall 1; the
+    first raised to the best at that recall or beyond, 2/3: AP = 1/2 * 2/3 + 1/2 * 2/3 = 2/3."""
+    ranked = [(20, 30, 0.9), (0, 10, 0.8), (40, 50, 0.7)]
+    assert metrics.average_precision(ranked, [(0, 10), (40, 50)], 0.5) == pytest.approx(2 / 3)
+
+
+def test_no_true_window_overlaps_nothing():
+    assert metrics.best_iou((0, 10), []) == 0.0
+    assert metrics.best_iou((0, 10), [(20, 30), (5, 15)]) == pytest.approx(5 / 15)
+
+
+def test_the_scores_over_queries():
+    """Query 1 hit exactly (IoU 1), query 2 at IoU 0.25 ((0, 5) against (0, 20)), query 3 nothing predicted (0):
+    R1@0.3 is 1/3, mIoU (1 + 0.25 + 0) / 3, mAP@0.5 (1 + 0 + 0) / 3."""
+    annotations = [truth("1", (0, 10)), truth("2", (0, 20)), truth("3", (4, 8))]
+    predictions = [Prediction("1", ((0, 10, 1.0),)), Prediction("2", ((0, 5, 1.0),)), Prediction("3", ())]
+    scores = metrics.score(predictions, annotations)
+    assert scores.recall == {0.3: pytest.approx(1 / 3), 0.5: pytest.approx(1 / 3), 0.7: pytest.approx(1 / 3)}
+    assert scores.mean_iou == pytest.approx(1.25 / 3)
+    assert scores.average_precision == {0.5: pytest.approx(1 / 3), 0.75: pytest.approx(1 / 3)}
+    assert scores.queries == 3 and scores.per_query_iou == pytest.approx([1.0, 0.25, 0.0])
+    assert scores.to_dict() == {"R1@0.3": pytest.approx(1 / 3), "R1@0.5": pytest.approx(1 / 3),
+                                "R1@0.7": pytest.approx(1 / 3), "mIoU": pytest.approx(1.25 / 3),
+                                "mAP@0.5": pytest.approx(1 / 3), "mAP@0.75": pytest.approx(1 / 3), "HIT@1": None,
+                                "queries": 3}
+
+
+def test_hit_at_one_takes_durations_for_annotations_without_one():
+    """No duration in the annotation: the one given by qid sets the clips (10 s: 5 of 2 s). Clip 1 is scored 4 by
+    one annotator: the highest predicted saliency on it is a hit (1), on clip 0 not (0); their mean is 1/2."""
+    plain = truth("a", (2, 4), duration=None, clips=(1,), saliency=((4, 1, 1),))
+    other = truth("b", (2, 4), duration=None, clips=(1,), saliency=((4, 1, 1),))
+    predictions = [Prediction("a", ((2, 4, 1.0),), (0.1, 0.9, 0.2, 0.1, 0.1)),
+                   Prediction("b", ((2, 4, 1.0),), (0.9, 0.1, 0.2, 0.1, 0.1))]
+    assert metrics.score(predictions, [plain, other], {"a": 10.0, "b": 10.0}).hit1 == 0.5
+    assert metrics.score(predictions, [plain, other]).hit1 is None  # no duration: no clips to score
+    # the first of tied saliencies: clip 1 before clip 3
+    assert metrics.hit_at_one([0.1, 0.9, 0.2, 0.9, 0.1], plain, 10.0) == 1.0
+    # a saliency past the annotated clips (clip 5 of a 10 s video) is no hit
+    assert metrics.hit_at_one([0.1, 0.1, 0.1, 0.1, 0.1, 0.9], plain, 10.0) == 0.0
+
+
+def test_queries_without_a_prediction_or_no_queries_are_refused():
+    with pytest.raises(ValueError, match=r"^2 queries have no prediction \(first: qid b\)$"):
+        metrics.score([Prediction("a", ())], [truth("a", (0, 1)), truth("b", (0, 1)), truth("c", (0, 1))])
+    with pytest.raises(ValueError, match=r"^no annotations to score$"):
+        metrics.score([Prediction("a", ())], [])
