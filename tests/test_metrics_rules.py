@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tempo.eval import metrics
+from tempo.eval import highlights, metrics
 from tempo.eval.formats import Annotation, Prediction
 
 
@@ -51,8 +51,10 @@ def test_ap_with_a_miss_then_two_hits():
 
 
 def test_no_true_window_overlaps_nothing():
-    assert metrics.best_iou((0, 10), []) == 0.0
-    assert metrics.best_iou((0, 10), [(20, 30), (5, 15)]) == pytest.approx(5 / 15)
+    window = Prediction("x", ((0, 10, 1.0),))
+    assert metrics.top_iou(window, truth("x")) == 0.0
+    # the truth ranked by overlap ((5, 15): 5 of 15; (20, 30): none), the IoU over the span of the two (0 to 15)
+    assert metrics.top_iou(window, truth("x", (20, 30), (5, 15))) == pytest.approx(5 / 15)
 
 
 def test_the_scores_over_queries():
@@ -63,12 +65,13 @@ def test_the_scores_over_queries():
     scores = metrics.score(predictions, annotations)
     assert scores.recall == {0.3: pytest.approx(1 / 3), 0.5: pytest.approx(1 / 3), 0.7: pytest.approx(1 / 3)}
     assert scores.mean_iou == pytest.approx(1.25 / 3)
-    assert scores.average_precision == {0.5: pytest.approx(1 / 3), 0.75: pytest.approx(1 / 3)}
-    assert scores.queries == 3 and scores.per_query_iou == pytest.approx([1.0, 0.25, 0.0])
-    assert scores.to_dict() == {"R1@0.3": pytest.approx(1 / 3), "R1@0.5": pytest.approx(1 / 3),
-                                "R1@0.7": pytest.approx(1 / 3), "mIoU": pytest.approx(1.25 / 3),
-                                "mAP@0.5": pytest.approx(1 / 3), "mAP@0.75": pytest.approx(1 / 3), "HIT@1": None,
-                                "queries": 3}
+    # query 1 hits at every threshold of QVHighlights' 0.5:0.95, the others at none
+    thresholds = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
+    assert scores.average_precision == {t: pytest.approx(1 / 3) for t in thresholds}
+    assert scores.queries == 3 and scores.per_query_iou == {"1": 1.0, "2": 0.25, "3": 0.0}
+    brief = scores.to_dict()  # in percent to two decimals, as the benchmark's command writes them
+    assert (brief["MR-full-R1@0.3"], brief["MR-full-mIoU"], brief["MR-full-mAP"]) == (33.33, 41.67, 33.33)
+    assert brief["HL-min-VeryGood-Hit1"] is None and brief["queries"] == 3
 
 
 def test_hit_at_one_takes_durations_for_annotations_without_one():
@@ -81,9 +84,9 @@ def test_hit_at_one_takes_durations_for_annotations_without_one():
     assert metrics.score(predictions, [plain, other], {"a": 10.0, "b": 10.0}).hit1 == 0.5
     assert metrics.score(predictions, [plain, other]).hit1 is None  # no duration: no clips to score
     # the first of tied saliencies: clip 1 before clip 3
-    assert metrics.hit_at_one([0.1, 0.9, 0.2, 0.9, 0.1], plain, 10.0) == 1.0
+    assert highlights.hit_at_one([0.1, 0.9, 0.2, 0.9, 0.1], plain, 10.0) == 1.0
     # a saliency past the annotated clips (clip 5 of a 10 s video) is no hit
-    assert metrics.hit_at_one([0.1, 0.1, 0.1, 0.1, 0.1, 0.9], plain, 10.0) == 0.0
+    assert highlights.hit_at_one([0.1, 0.1, 0.1, 0.1, 0.1, 0.9], plain, 10.0) == 0.0
 
 
 def test_queries_without_a_prediction_or_no_queries_are_refused():
