@@ -65,13 +65,15 @@ TARGETS = {
                      ("demo.device.x_current_keys__*", "demo.device.xǁStepFitǁ*", "demo.device.xǁZeroGpuǁ*",
                       "demo.device.xǁGpuCostǁ*", "demo.device.x_gpu_seconds__*"),
                      "the cost model (`StepFit`, `ZeroGpu`, `GpuCost`, `gpu_seconds`)"),
-    "times": Target("tempo/times.py", ("tests/test_times.py",)),
+    "times": Target("tempo/times.py", ("tests/test_times.py", "tests/test_times_given.py")),
     "clip": Target("tempo/video/clip.py", ("tests/test_clip_times.py", "tests/test_clip.py"),
                    ("tempo.video.clip.xǁClipǁ*", "tempo.video.clip.x_plan_cut__*", "tempo.video.clip.x_copy_audio__*",
                     "tempo.video.clip.x_stream_origin__*", "tempo.video.clip.x_shift__*"),
                    "the clip's time handling (`Clip`, `plan_cut`, `stream_origin`, `shift`, `copy_audio`)"),
-    "metrics": Target("tempo/eval/metrics.py", ("tests/test_metrics_rules.py", "tests/test_grounding.py"), (),
-                      "re-run after issue 69 (QVHighlights' official matching rules) lands"),
+    "metrics": Target("tempo/eval/metrics.py", ("tests/test_metrics_rules.py", "tests/test_grounding.py",
+                                                "tests/test_grounding_official.py")),
+    "highlights": Target("tempo/eval/highlights.py", ("tests/test_metrics_rules.py", "tests/test_grounding.py",
+                                                      "tests/test_grounding_official.py")),
 }
 
 # Mutants that give the same outputs on every input, by mutmut's name, with why. The names hold for the source they
