@@ -99,12 +99,14 @@ EQUIVALENT: dict[str, str] = {
                                              "start to what it is",
     "tempo.moments.x_stand_out__mutmut_105": "`other.start <= end` for `< end`: at equality `end = other.start` "
                                              "sets end to what it is",
-    "tempo.eval.metrics.x_average_precision__mutmut_54": "the recall's closing sentinel 2 for 1: the step to it "
-                                                         "is weighted by the closing precision, 0, either way",
-    "tempo.eval.metrics.x_average_precision__mutmut_57": "the precision's opening sentinel 1 for 0: no step reads "
-                                                         "index 0 (steps start at 1)",
-    "tempo.eval.metrics.x_average_precision__mutmut_70": "`recall[:+1]` for `recall[:-1]`: the extra steps are where "
-                                                         "recall does not change, so each adds 0 x precision",
+    "tempo.eval.metrics.x__precision__mutmut_7": "the recall's closing sentinel 2 for 1: the step to it is "
+                                                 "weighted by the closing precision, 0, either way",
+    "tempo.eval.metrics.x__precision__mutmut_10": "the precision's opening sentinel 1 for 0: no step reads index 0 "
+                                                  "(steps start at 1)",
+    "tempo.eval.metrics.x__precision__mutmut_31": "`recall[:+1]` for `recall[:-1]`: every recall past 0 is a step; "
+                                                  "the extra ones do not change recall, so each adds 0 x precision",
+    "tempo.eval.metrics.x_top_iou__mutmut_7": "`[:3]` for `[:2]`: the score rides along, and `overlap_iou` and "
+                                              "`temporal_iou` read only the start and the end",
     "tempo.moments.x_stand_out__mutmut_34": "`low >= 0` for `> 0` in the run: at 0 it asks whether the last "
                                             "segment touches the first, which no video's segments in time order do",
     "tempo.moments.x__edges__mutmut_9": "`low >= 0` for `> 0`: as `stand_out`'s mutant 34, the last segment never "

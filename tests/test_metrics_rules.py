@@ -94,3 +94,39 @@ def test_queries_without_a_prediction_or_no_queries_are_refused():
         metrics.score([Prediction("a", ())], [truth("a", (0, 1)), truth("b", (0, 1)), truth("c", (0, 1))])
     with pytest.raises(ValueError, match=r"^no annotations to score$"):
         metrics.score([Prediction("a", ())], [])
+
+
+def test_overlap_iou_by_hand():
+    """QVHighlights' IoU, inter / (len1 + len2 - inter): apart, 0; (0.2, 0.6) and (0.4, 0.8) share 0.2 of
+    0.4 + 0.4 - 0.2 = 0.6, so 1/3 (a union under a second still divides); two point windows (a collapsed prediction on
+    a zero-length truth) share nothing of nothing: the official 0 / 0 is NaN, which reaches no threshold, so 0."""
+    assert metrics.overlap_iou((0, 2), (4, 6)) == 0.0
+    assert metrics.overlap_iou((0, 2), (1.5, 3.5)) == pytest.approx(0.5 / 3.5)  # 0.5 of 2 + 2 - 0.5
+    assert metrics.overlap_iou((0.2, 0.6), (0.4, 0.8)) == pytest.approx(1 / 3)
+    assert metrics.overlap_iou((5.0, 5.0), (5.0, 5.0)) == 0.0
+
+
+def test_refusals_say_why_in_full():
+    """The reasons the report prints, word for word: "a" has no true interval (its prediction has no saliency
+    either, but the first reason is the one given), "b" no saliency where "c" has some."""
+    annotations = [truth("a"), truth("b", (0, 10)), truth("c", (0, 10))]
+    predictions = {"a": Prediction("a", ((0, 10, 1.0),)), "b": Prediction("b", ((0, 10, 1.0),)),
+                   "c": Prediction("c", ((0, 10, 1.0),), (0.5,) * 10)}
+    assert metrics.refusals(predictions, annotations) == {
+        "a": "no true interval (its R1 stops with an IndexError)",
+        "b": "no pred_saliency_scores where other queries have them (a KeyError, or no highlight metrics at all "
+             "when the file's first query is the one without)"}
+
+
+def test_the_official_protocol_refuses_a_set_with_nothing_to_score():
+    with pytest.raises(ValueError, match=r"^no query has both a predicted and a true interval, so the official "
+                                         r"protocol has nothing to score$"):
+        metrics.score([Prediction("a", ()), Prediction("b", ((0, 1, 1.0),))], [truth("a", (0, 1)), truth("b")],
+                      protocol="official")
+
+
+def test_a_video_of_exactly_one_clip_has_highlights():
+    """2 s is one clip of QVHighlights' 2 (the benchmark scores a video as long as a clip): its one clip, scored 4 by
+    an annotator, is the most salient predicted, so HIT@1 is 1."""
+    annotation = truth("a", (0, 2), duration=2.0, clips=(0,), saliency=((4, 1, 0),))
+    assert metrics.score([Prediction("a", ((0, 2, 1.0),), (0.7,))], [annotation]).hit1 == 1.0
