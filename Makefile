@@ -66,7 +66,7 @@ matrix: $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --upgrade --target $(OVERLAYS)/transformers "$(OLDEST_TRANSFORMERS)"
 	PYTHONPATH=$(OVERLAYS)/transformers $(PY) -c "import transformers as t; print('transformers', t.__version__)"
 	PYTHONPATH=$(OVERLAYS)/transformers $(PY) -m pytest -q -p no:cacheprovider tests/test_conformance.py tests/test_loading.py \
-	  tests/test_static_decoding.py tests/test_vision_attention.py
+	  tests/test_static_decoding.py tests/test_fused_step.py tests/test_fused_norms.py tests/test_vision_attention.py
 	mkdir -p $(OVERLAYS) && sed -E 's/>=([^,;[:space:]]+)(,[^;[:space:]]*)?/==\1/' requirements.txt > $(OVERLAYS)/floors.txt
 	for version in 3.10 3.12; do \
 	  for spec in requirements.txt $(OVERLAYS)/floors.txt; do \
