@@ -107,6 +107,14 @@ EQUIVALENT: dict[str, str] = {
                                                   "the extra ones do not change recall, so each adds 0 x precision",
     "tempo.eval.metrics.x_top_iou__mutmut_7": "`[:3]` for `[:2]`: the score rides along, and `overlap_iou` and "
                                               "`temporal_iou` read only the start and the end",
+    "tempo.eval.highlights.x__clips__mutmut_6": "`dtype=None`: the annotators' scores are ints, read only by "
+                                                "`>= level`, which ints and floats answer alike",
+    "tempo.eval.highlights.x__clips__mutmut_8": "no `dtype`: as mutant 6",
+    "tempo.eval.highlights.x__clips__mutmut_15": "`reshape(n, -2)`: NumPy (2.4) reads any negative size as the one "
+                                                 "to infer, as -1",
+    "tempo.eval.highlights.x_highlight_precision__mutmut_12": "`dtype=None`: the saliency is copied into a float "
+                                                              "array, which casts it as `dtype=float` would",
+    "tempo.eval.highlights.x_highlight_precision__mutmut_14": "no `dtype`: as mutant 12",
     "tempo.moments.x_stand_out__mutmut_34": "`low >= 0` for `> 0` in the run: at 0 it asks whether the last "
                                             "segment touches the first, which no video's segments in time order do",
     "tempo.moments.x__edges__mutmut_9": "`low >= 0` for `> 0`: as `stand_out`'s mutant 34, the last segment never "

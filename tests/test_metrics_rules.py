@@ -5,6 +5,7 @@ has one true window, so they hold under the official tie rule (a tie goes to the
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tempo.eval import highlights, metrics
@@ -130,3 +131,17 @@ def test_a_video_of_exactly_one_clip_has_highlights():
     an annotator, is the most salient predicted, so HIT@1 is 1."""
     annotation = truth("a", (0, 2), duration=2.0, clips=(0,), saliency=((4, 1, 0),))
     assert metrics.score([Prediction("a", ((0, 2, 1.0),), (0.7,))], [annotation]).hit1 == 1.0
+
+
+def test_ranking_precision_when_every_clip_is_relevant_or_none():
+    """The benchmark's `get_ap` returns 1 when every clip is relevant and 0 when none is, whatever the ranking."""
+    assert highlights.ranking_precision(np.array([True, True, True]), np.array([0.1, 0.9, 0.5])) == 1.0
+    assert highlights.ranking_precision(np.array([False, False]), np.array([0.1, 0.9])) == 0.0
+
+
+def test_hit_at_one_by_level():
+    """The most salient predicted clip (clip 1 of a 6 s video) got 2 and 3 from two annotators: relevant at Fair (2)
+    and Good (3), not at VeryGood (4), so HIT@1 is 1, 1, 0 by level."""
+    annotation = truth("a", (2, 4), duration=6.0, clips=(1,), saliency=((2, 3, 0),))
+    scores = highlights.highlight_scores([((0.1, 0.8, 0.3), annotation, 6.0)])
+    assert {name: hit for name, (_, hit) in scores.items()} == {"Fair": 1.0, "Good": 1.0, "VeryGood": 0.0}
