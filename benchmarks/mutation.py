@@ -120,6 +120,9 @@ EQUIVALENT: dict[str, str] = {
     "tempo.moments.x__edges__mutmut_9": "`low >= 0` for `> 0`: as `stand_out`'s mutant 34, the last segment never "
                                         "touches the first",
     "tempo.moments.x__edges__mutmut_54": "`low >= 0` for `> 0` before the start's interpolation: as mutant 9",
+    "tempo.moments.x_shown__mutmut_3": "`default=None` for the best of no moments: read only when there are none, "
+                                       "and then nothing is shown either way",
+    "tempo.moments.x_shown__mutmut_6": "`default=1.0`: as mutant 3",
     "tempo.times.x_clock_seconds__mutmut_13": "`len(parts) >= 1` for `> 1`: one part has no places before the "
                                               "seconds, so the check over `parts[:-1]` is over nothing either way",
 }
@@ -133,7 +136,6 @@ STILL_ALIVE: dict[str, str] = {
                                                  "and annotations hold none",
     "tempo.moments.x__edges__mutmut_16": f"`>` for `>=` edge: {EXACT}",
     "tempo.moments.x__edges__mutmut_39": f"`>` for `>=` edge: {EXACT}",
-    "tempo.moments.x_stand_out__mutmut_41": f"`>=` for `>` threshold in the run: {EXACT}",
     "tempo.moments.x__touch__mutmut_3": "`<=` TOUCH: needs a gap of exactly 1 ms in floats",
     "tempo.moments.x_stand_out__mutmut_94": "a segment's middle exactly on a moment's start: needs an edge exactly at "
                                             "a middle",

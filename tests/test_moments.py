@@ -267,6 +267,56 @@ def test_a_person_is_shown_the_moments_near_the_best_each_worded_once():
     assert first.label == "moment 1: 01:53–01:59 · 6 s · score 1.00"
     assert second.words == "09:03–09:08 · 4 s · score 0.56" and second.share == pytest.approx(0.5625 / 0.9996)
     assert len(shown(EXAMPLE, share=0.0)) == 5 and shown(()) == ()
+    assert first.moment == EXAMPLE[0] and second.moment == EXAMPLE[1]
+
+
+def test_a_moment_at_exactly_the_share_is_shown():
+    """A tenth of 0.5 is 0.05 (exactly, in floats too): 0.5, 0.1 and 0.05 are shown, 0.04 is not."""
+    moments = (Moment(0.0, 4.0, 0.5), Moment(8.0, 12.0, 0.1), Moment(16.0, 20.0, 0.05), Moment(24.0, 28.0, 0.04))
+    assert [(s.rank, s.moment.score) for s in shown(moments)] == [(1, 0.5), (2, 0.1), (3, 0.05)]
+
+
+def test_moments_that_all_score_zero_are_shown_with_no_bar():
+    """Scores read back from the JSON (four digits) can all be 0: at least a tenth of 0, so shown, each a share
+    of 0."""
+    (only,) = shown((Moment(0.0, 4.0, 0.0),))
+    assert (only.rank, only.value, only.share) == (1, "0.00", 0.0)
+
+
+def test_a_run_beside_a_better_moment_on_the_last_segment_still_takes_its_neighbour():
+    """Background -2 (median -2, no deviation: a moment needs more than -2). The peak 3 on the last segment: 0.7 of
+    the way from 34 s to 38 s, to the end (36.8-40 s). The peak 1 at segment 1 (edge -2 + 0.7 * 3 = 0.1) has segment
+    0 (-1) in its run, though below its edge: 1.1/2 of the way from 2 s (4.2 s), 2.1/3 of the way back from 10 s
+    (7.2 s). Segment 0, its middle (2 s) outside, starts no moment of its own."""
+    found = find_moments(segments([-1.0, 1.0] + [-2.0] * 7 + [3.0]))
+    assert [(m.start, m.end, m.score) for m in found] == [(pytest.approx(36.8), 40.0, sigmoid(3)),
+                                                          (pytest.approx(4.2), pytest.approx(7.2), sigmoid(1))]
+
+
+def test_a_run_after_a_gap_beside_a_better_moment_takes_its_neighbour():
+    """Background -2 (threshold -2). Segment 3 (12-16 s, peak 3) ends 1 s before segment 4 (17-21 s, peak 1): not
+    neighbours, so the better moment ends at 16 s (starting 0.7 of the way from 10 s) and the other starts at 17 s.
+    Segment 5 (-1, above the threshold, below the edge 0.1) is in the peak 1's run: the moment ends 1.1/2 of the way
+    back from 23 s (20.8 s), and segment 5, its middle outside, starts none of its own."""
+    spans = [(0, 4), (4, 8), (8, 12), (12, 16), (17, 21), (21, 25), (25, 29), (29, 33), (33, 37), (37, 41)]
+    odds = [-2.0, -2.0, -2.0, 3.0, 1.0, -1.0, -2.0, -2.0, -2.0, -2.0]
+    scored = [Segment(i, a, b, sigmoid(v)) for i, ((a, b), v) in enumerate(zip(spans, odds))]
+    found = find_moments(scored)
+    assert [(m.start, m.end, m.score) for m in found] == [(pytest.approx(12.8), 16.0, sigmoid(3)),
+                                                          (17.0, pytest.approx(20.8), sigmoid(1))]
+
+
+def test_a_run_stops_at_the_first_segment_below_the_threshold():
+    """Background -2 (threshold -2). The peak 3 (segment 4) has 0 either side in its run (edge 1.5, half way from
+    14 s and from 22 s: 16-20 s); the background past them ends it, so the peaks 2 (segment 1) and 1.5 (segment 7),
+    two segments away, are moments of their own: edges 0.8 and 0.45, each 0.7 of the way from its neighbours'
+    middles."""
+    log_odds = [-2.0] * 16
+    log_odds[1], log_odds[3:6], log_odds[7] = 2.0, [0.0, 3.0, 0.0], 1.5
+    found = find_moments(segments(log_odds))
+    assert [(m.start, m.end, m.score) for m in found] == [
+        (pytest.approx(16.0), pytest.approx(20.0), sigmoid(3)), (pytest.approx(4.8), pytest.approx(7.2), sigmoid(2)),
+        (pytest.approx(28.8), pytest.approx(31.2), sigmoid(1.5))]
 
 
 @pytest.fixture(scope="module")
