@@ -24,6 +24,12 @@ def test_times_people_write(value, seconds):
     assert seconds_given(value, LABEL) == seconds
 
 
+@pytest.mark.parametrize("value", ["-0", "-0.0", -0.0])
+def test_a_negative_zero_reads_as_zero(value):
+    # -0.0 == 0.0, so the sign is asked for: a time shown from it would read "-0.0"
+    assert str(seconds_given(value, LABEL)) == "0.0" and math.copysign(1.0, seconds_given(value, LABEL)) == 1.0
+
+
 @pytest.mark.parametrize("value, says", [
     ("inf", "must be at most 24:00:00, a day into the video (got 'inf')"),
     ("1e309", "must be at most 24:00:00, a day into the video (got '1e309')"),
