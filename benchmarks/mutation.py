@@ -132,8 +132,8 @@ EXACT = "needs log-odds exactly equal after sigmoid and logit, which floats do n
 STILL_ALIVE: dict[str, str] = {
     "demo.device.xǁStepFitǁfitted__mutmut_64": "1e12 + 1 for 1e12: a 1e-12 relative change, lost in the 5 decimals "
                                                "the fixed costs keep except at a rounding boundary",
-    "tempo.eval.metrics.x_hit_at_one__mutmut_3": "clips as duration x 2 s: only clips past the video's end differ, "
-                                                 "and annotations hold none",
+    "demo.device.xǁGpuCostǁfitted__mutmut_80": "`round(10 * excess, 7)` for 6: differs only for an excess with a "
+                                               "digit at its 8th decimal; benchmarks/gpu/cold_call.py writes 4",
     "tempo.moments.x__edges__mutmut_16": f"`>` for `>=` edge: {EXACT}",
     "tempo.moments.x__edges__mutmut_39": f"`>` for `>=` edge: {EXACT}",
     "tempo.moments.x__touch__mutmut_3": "`<=` TOUCH: needs a gap of exactly 1 ms in floats",

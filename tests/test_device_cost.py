@@ -146,6 +146,15 @@ def test_the_cost_fit_by_hand():
     assert (cost.start, cost.size) == (5.2, "large")  # the larger cold call's excess, 5.14 s, up to the tenth
 
 
+
+def test_the_start_is_the_larger_cold_excess_up_to_the_tenth():
+    """Cold calls 3.21 s and 2.5 s over a warm one: the larger, 3.21, up to the tenth: 3.3 (not the default 5.2); 5.1
+    is already a tenth (10 x 5.1 is 51.00000000000001 in floats, which the rounding keeps at 51)."""
+    for excesses, start in (((3.21, 2.5), 3.3), ((5.1, 2.5), 5.1)):
+        runs = [figures("NVIDIA H200", 0.0015, 2400.0, True, cold_excess=excesses[0]),
+                figures("NVIDIA H100 80GB HBM3", 0.002, 2010.0, False, 2.0, cold_excess=excesses[1])]
+        assert GpuCost.fitted(runs).start == start, excesses
+
 def test_figures_with_the_old_keys_fit_the_same():
     old = [figures("NVIDIA H200", 0.0015, 2400.0, True, old_keys=True, cold_excess=4.62),
            figures("NVIDIA H100 80GB HBM3", 0.002, 2010.0, False, 2.0, old_keys=True, cold_excess=5.14)]
