@@ -99,12 +99,8 @@ EQUIVALENT: dict[str, str] = {
                                              "start to what it is",
     "tempo.moments.x_stand_out__mutmut_105": "`other.start <= end` for `< end`: at equality `end = other.start` "
                                              "sets end to what it is",
-    "tempo.eval.metrics.x__precision__mutmut_7": "the recall's closing sentinel 2 for 1: the step to it is "
-                                                 "weighted by the closing precision, 0, either way",
     "tempo.eval.metrics.x__precision__mutmut_10": "the precision's opening sentinel 1 for 0: no step reads index 0 "
                                                   "(steps start at 1)",
-    "tempo.eval.metrics.x__precision__mutmut_31": "`recall[:+1]` for `recall[:-1]`: every recall past 0 is a step; "
-                                                  "the extra ones do not change recall, so each adds 0 x precision",
     "tempo.eval.metrics.x_top_iou__mutmut_7": "`[:3]` for `[:2]`: the score rides along, and `overlap_iou` and "
                                               "`temporal_iou` read only the start and the end",
     "tempo.eval.highlights.x__clips__mutmut_6": "`dtype=None`: the annotators' scores are ints, read only by "
@@ -134,6 +130,15 @@ STILL_ALIVE: dict[str, str] = {
                                                "the fixed costs keep except at a rounding boundary",
     "demo.device.xǁGpuCostǁfitted__mutmut_80": "`round(10 * excess, 7)` for 6: differs only for an excess with a "
                                                "digit at its 8th decimal; benchmarks/gpu/cold_call.py writes 4",
+    "tempo.eval.metrics.x__precision__mutmut_7": "the recall's closing sentinel 2 for 1: the extra step adds 0, "
+                                                 "but one more term regroups NumPy's pairwise sum (from 8 terms), so "
+                                                 "AP can differ in its last bit (39 of 15,325 hit patterns of up to "
+                                                 "10 windows); a test would need AP to the last bit, which the rule "
+                                                 "does not fix",
+    "tempo.eval.metrics.x__precision__mutmut_31": "`recall[:+1]` for `recall[:-1]`: every recall past 0 is a step, "
+                                                  "the extra ones adding 0, but they regroup the sum as mutant 7 does "
+                                                  "(1,662 of 15,325 patterns differ in the last bit, e.g. hit, 4 "
+                                                  "misses, hit, hit against 5 truths)",
     "tempo.moments.x__edges__mutmut_16": f"`>` for `>=` edge: {EXACT}",
     "tempo.moments.x__edges__mutmut_39": f"`>` for `>=` edge: {EXACT}",
     "tempo.moments.x__touch__mutmut_3": "`<=` TOUCH: needs a gap of exactly 1 ms in floats",
