@@ -101,9 +101,13 @@ class OwnVideo(Composer):
                                  f"(`kept_segments`): start its stage at a wider input or pool shorter videos.")
         raise AssertionError("unreachable")
 
+    def kept(self, item: PoolItem) -> set[int]:
+        """The segments an input of `item` always keeps (its evidence: `kept_segments`)."""
+        return kept_segments(item)
+
     def compose(self, item: PoolItem, width: int, rng: np.random.Generator) -> Composed:
         n = len(item.labels)
-        kept = kept_segments(item)
+        kept = self.kept(item)
         if width >= n:
             segments = list(range(n))
         else:
@@ -182,6 +186,10 @@ class VideoTags:
         example = self.sampler.sample(width, rng)
         if rng.random() >= self.share:
             return example
-        tags, step = video_tags(len(example.tag_times), rng)
+        tags, step = self.retag(len(example.tag_times), rng)
         answer = tag_answer(example.family, example.answer, tags, step, example.evidence, example.span)
         return replace(example, tag_times=tags, segment_seconds=step, answer=answer)
+
+    def retag(self, count: int, rng: np.random.Generator) -> tuple[list[float], float]:
+        """`count` new tags and their step (`video_tags`)."""
+        return video_tags(count, rng)

@@ -11,7 +11,7 @@ import re
 import numpy as np
 
 from ..synthetic import COLOURS, KINDS
-from .compose import Composed, PoolItem, tagged
+from .compose import Composed, PoolItem
 from .compose_long import MISSES, OwnVideo, kept_segments
 
 NAMES_ONE = re.compile(r"the ([a-z]+) ([a-z]+) (?:appear|visible)\?$")  # grounding, counting and interval questions
@@ -69,14 +69,3 @@ class NeedleDistractors(OwnVideo):
             if attempt == MISSES and all(len(self.kept(other)) > width for other in self.pool):
                 raise ValueError(f"No needle question here keeps its distractors within {width} segments.")
         raise AssertionError("unreachable")
-
-    def compose(self, item: PoolItem, width: int, rng: np.random.Generator) -> Composed:
-        n = len(item.labels)
-        kept = self.kept(item)
-        if width >= n:
-            segments = list(range(n))
-        else:
-            rest = [i for i in range(n) if i not in kept]
-            drawn = rng.choice(len(rest), size=width - len(kept), replace=False)
-            segments = sorted(kept | {rest[int(j)] for j in drawn})
-        return tagged(item, [(item, i) for i in segments], segments.index(item.best), rng)

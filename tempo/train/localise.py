@@ -9,6 +9,7 @@ softmax over their relevance logits whose target is the evidence. A pointwise Ye
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -27,6 +28,14 @@ from .paper import compress_video
 LIST_SIZE = 16  # segments ranked against each other per question
 MAX_POSITIVES = 4
 ABSENT_SHARE = 0.15  # lists about a shape that is in none of them: only the pointwise term applies
+
+
+def draw_into(chosen: list[tuple[int, int]], candidates: list[tuple[int, int]], count: int,
+              rng: np.random.Generator) -> None:
+    """Up to `count` of `candidates` not in `chosen` yet, drawn at random, appended to `chosen`."""
+    fresh = [c for c in candidates if c not in chosen]
+    for j in rng.permutation(len(fresh))[:count]:
+        chosen.append(fresh[int(j)])
 
 
 @dataclass(frozen=True)
@@ -87,10 +96,7 @@ class SegmentIndex:
         target = Target(kind, None if not absent and rng.random() < 0.3 else colour)
         chosen: list[tuple[int, int]] = []
 
-        def add(candidates: list[tuple[int, int]], count: int) -> None:
-            candidates = [c for c in candidates if c not in chosen]
-            for j in rng.permutation(len(candidates))[:count]:
-                chosen.append(candidates[int(j)])
+        add = functools.partial(draw_into, chosen, rng=rng)  # add(candidates, count)
 
         shown = self.shown[v]
         add([(v, j) for j in range(len(shown)) if target.shown(shown[j])], MAX_POSITIVES)

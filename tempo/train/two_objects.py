@@ -6,6 +6,7 @@ tokens the decoder reads where the stage before left them (experiments/tiny-v7/R
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import os
 import time
@@ -22,7 +23,7 @@ from ..model.prompts import segment_prompt_ids
 from ..synthetic import COLOURS, generate_video, temporal_questions
 from . import data
 from .curriculum import set_relevance_direction, training_videos
-from .localise import LIST_SIZE, RankingList, SegmentIndex, localisation_accuracy, ranking_loss
+from .localise import LIST_SIZE, RankingList, SegmentIndex, draw_into, localisation_accuracy, ranking_loss
 from .loop import Progress, Schedule
 from .paper import compress_video
 from .recipe import TUNING_SEEDS, Recipe, RelevanceStage
@@ -64,10 +65,7 @@ def two_object_list(index: SegmentIndex, rng: np.random.Generator) -> TwoObjectL
     pairs = (first, second) if rng.random() < 0.5 else (second, first)
     chosen: list[tuple[int, int]] = []
 
-    def add(candidates: list[tuple[int, int]], count: int) -> None:
-        candidates = [c for c in candidates if c not in chosen]
-        for j in rng.permutation(len(candidates))[:count]:
-            chosen.append(candidates[int(j)])
+    add = functools.partial(draw_into, chosen, rng=rng)  # add(candidates, count)
 
     shown = index.shown[v]
     for pair in pairs:

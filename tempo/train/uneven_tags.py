@@ -9,11 +9,10 @@ Here the gaps between consecutive tags vary, so a tag's leading digits can only 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 
-from .compose import Composed, Sampler, tag_answer
+from .compose_long import VideoTags
 
 SPACING = (2.0, 28.0)  # seconds: the mean gap, as `compose.tagged` draws its spacing
 SPREAD = 3.0  # each gap is the mean times 1/SPREAD to SPREAD (log-uniform)
@@ -29,17 +28,9 @@ def uneven_tags(count: int, rng: np.random.Generator) -> tuple[list[float], floa
     return [round(first + float(t), 1) for t in np.concatenate([[0.0], np.cumsum(gaps)])], step
 
 
-class UnevenTags:
+class UnevenTags(VideoTags):
     """`share` of `sampler`'s inputs re-tagged by `uneven_tags` (their answers read off the new tags), the rest as
     drawn."""
 
-    def __init__(self, sampler: Sampler, share: float):
-        self.sampler, self.share = sampler, share
-
-    def sample(self, width: int, rng: np.random.Generator) -> Composed:
-        example = self.sampler.sample(width, rng)
-        if rng.random() >= self.share:
-            return example
-        tags, step = uneven_tags(len(example.tag_times), rng)
-        answer = tag_answer(example.family, example.answer, tags, step, example.evidence, example.span)
-        return replace(example, tag_times=tags, segment_seconds=step, answer=answer)
+    def retag(self, count: int, rng: np.random.Generator) -> tuple[list[float], float]:
+        return uneven_tags(count, rng)
