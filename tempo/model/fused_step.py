@@ -12,9 +12,9 @@ sine, the mask as an additive bias) are made once per step, not once per layer (
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -49,12 +49,10 @@ def _merged(linears: Sequence[nn.Linear]) -> torch.Tensor:
     """The linears' weights stacked by rows into one tensor, each linear's weight then a view of its rows: a merged
     projection reads one weight, and the eager forward still runs on the same storage. Merged once: a second call
     finds the views in place, unless something (`module.to`) has moved the weights since."""
-    first = linears[0].weight
     merged = getattr(linears[0], "merged_weight", None)
-    if merged is not None and merged.dtype == first.dtype and merged.device == first.device:
-        offsets = [merged[start:].data_ptr() for start in _row_starts(linears)]
-        if offsets == [linear.weight.data_ptr() for linear in linears]:
-            return merged
+    if merged is not None and [merged[start:].data_ptr() for start in _row_starts(linears)] == [
+            linear.weight.data_ptr() for linear in linears]:  # a moved weight has new storage, hence a new address
+        return merged
     merged = torch.cat([linear.weight.detach() for linear in linears])  # [sum of out, in]
     linears[0].merged_weight = merged  # a plain attribute, not a parameter: the checkpoint keeps its own names
     for linear, start in zip(linears, _row_starts(linears)):
@@ -120,15 +118,15 @@ def fused_layer_step(w: FusedWeights, hidden: torch.Tensor, cos: torch.Tensor, s
     return torch.addmm(residual, F.silu(gate) * up, w.down_t).view(1, 1, d)  # [1, 1, d]
 
 
-class FusedLayers(Sequence["FusedLayer"]):
-    """Every decoder layer of `lm` as a fused step, indexable as `StaticDecoding`'s `layers`; building it merges the
+class FusedLayers(list["FusedLayer"]):
+    """Every decoder layer of `lm` as a fused step, in order, as `StaticDecoding`'s `layers`; building it merges the
     model's projections in place (the eager forward is unchanged)."""
 
     def __init__(self, lm: Qwen3ForCausalLM):
         blocks = list(lm.model.layers)
         if not all(fusable(block) for block in blocks):
             raise ValueError("the fused step reads plain Qwen3 layers (no int8 weights, biases or sliding windows)")
-        self.layers = [FusedLayer(merge_projections(block)) for block in blocks]
+        super().__init__(FusedLayer(merge_projections(block)) for block in blocks)
 
     @staticmethod
     def step_inputs(cos: torch.Tensor, sin: torch.Tensor, visible: torch.Tensor
@@ -140,19 +138,6 @@ class FusedLayers(Sequence["FusedLayer"]):
         signed_sin = torch.cat([-sin[:half], sin[half:]])  # [hd]
         bias = torch.zeros(visible.shape, dtype=cos.dtype, device=cos.device).masked_fill(~visible, float("-inf"))
         return cos, signed_sin, bias  # bias: [C]
-
-    def __len__(self) -> int:
-        return len(self.layers)
-
-    @overload
-    def __getitem__(self, index: int) -> FusedLayer: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[FusedLayer]: ...
-    def __getitem__(self, index: int | slice) -> FusedLayer | list[FusedLayer]:
-        return self.layers[index]
-
-    def __iter__(self) -> Iterator[FusedLayer]:
-        return iter(self.layers)
 
 
 class FusedLayer:
