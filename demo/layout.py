@@ -16,7 +16,7 @@ from tempo.model import TempoModel
 from tempo.render.progress import RunProgress
 from tempo.render.timeline import timeline_figure
 
-from . import api, handlers, live, live_api, tools
+from . import api, handlers, live_api, live_layout, tools
 from .html import CLIP_PICKER_JS, MOMENT_JS, PICKER_JS, TURN_PICKER_JS, header_html
 from .server import Server
 from .settings import controls, other_controls, server_settings
@@ -156,7 +156,7 @@ def analysis_tabs(server: Server) -> Tabs:
                                               wrap=True, column_widths=["18%", "14%", "48%", "20%"],
                                               elem_id="tempo-sweep-answers"))
         with gr.Tab("Live", id="live"):
-            live.live_tab(server)
+            live_layout.live_tab(server)
     segment["tabs"] = tabs
     return Tabs(tabs, segment, compare, others, compare_button, sweep, sweep_button)
 
@@ -309,6 +309,6 @@ def build_demo(model: TempoModel, limits: Limits | None = None) -> gr.Blocks:
         tool_endpoints(server)
         wire(server, inputs, {name: shown[name] for name in ANALYZE_OUTPUTS}, pickers, tabs)
         api_endpoints(server, inputs, tabs)
-    demo.unload(live.unloaded(server))  # a closed page's watch stops, and what it kept is freed
+    demo.unload(live_layout.unloaded(server))  # a closed page's watch stops, and what it kept is freed
     demo.temp_file_sets.append(server.handed)  # the videos tools were handed go when uploads go (delete_cache)
     return demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=server.device.concurrency)

@@ -50,7 +50,7 @@ LAYERS = [
     ["demo.server", "demo.live_sources"],
     ["demo.handlers", "demo.api", "demo.live_api", "demo.live"],
     ["demo.tools"],
-    ["demo.layout"],
+    ["demo.layout", "demo.live_layout"],
     ["demo.launch", "demo"],
     ["app"],
     ["benchmarks", "benchmarks.local_app", "benchmarks.server_watch", "benchmarks.mutants", "benchmarks.gpu",

@@ -24,7 +24,7 @@ from gradio_client.exceptions import AppError
 from mcp import ClientSession
 from mcp.client.streamable_http import streamablehttp_client
 
-from demo import handover, live, live_api, live_sources
+from demo import handover, live, live_api, live_layout, live_sources
 from tempo.config import Limits
 from tempo.errors import InputError
 from tempo.live import LiveWorld
@@ -222,7 +222,7 @@ def server(fixtures):
 def test_a_camera_that_stops_sending_ends_its_watch_and_keeps_what_was_seen(server, monkeypatch):
     now = [1000.0]
     monkeypatch.setattr(live, "camera_clock", lambda: now[0])
-    owner = live.owner_of(Request("camera-visitor"))
+    owner = live_layout.owner_of(Request("camera-visitor"))
     for t, frame in LiveWorld(SEED, clip_s=120.0).frames(until=9.0):  # a frame every half second
         now[0] = 1000.0 + t
         live.camera_frame(server, frame, QUESTION, 4.0, owner=owner)
@@ -244,7 +244,7 @@ def test_a_camera_that_stops_sending_ends_its_watch_and_keeps_what_was_seen(serv
 
 
 def test_the_page_watches_the_synthetic_world_until_stopped(server):
-    owner = live.owner_of(Request("synthetic-visitor"))
+    owner = live_layout.owner_of(Request("synthetic-visitor"))
     shown = live.start_watch(server, "synthetic", "", None, 800_011, "When does the purple diamond appear?", 4.0,
                              owner=owner)
     first = next(shown)
