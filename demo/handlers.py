@@ -20,11 +20,12 @@ from tempo.engine import check_file
 from tempo.errors import InputError, TempoError
 from tempo.events import AllocationDone, AnswerToken, Finished, SegmentCompressed, SegmentRead, VideoProbed, Zoomed
 from tempo.moments import shown
+from tempo.render.comparison import comparison_figure, sweep_figure
 from tempo.render.export import export
 from tempo.render.gallery import write_gallery
 from tempo.render.progress import RunProgress
 from tempo.render.text import answer_text
-from tempo.render.timeline import axis_of, comparison_figure, sweep_figure, timeline_figure
+from tempo.render.timeline import axis_of, timeline_figure
 from tempo.times import clock
 
 from . import preview

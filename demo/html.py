@@ -14,10 +14,10 @@ from tempo.analysis import SegmentFrames, most_relevant
 from tempo.events import Finished, Segment
 from tempo.model import TempoModel
 from tempo.moments import Moment, shown
+from tempo.render.points import point_field, relevance_text
 from tempo.render.progress import RunProgress, Status, headlines, key_segments
 from tempo.render.report import Truth, data_uri
 from tempo.render.text import answer_text, timings_text
-from tempo.render.timeline import point_field, relevance_text
 from tempo.times import clock, span, time_mentions
 
 LOOKED_AT = 3  # segments shown as where the compressor looked

@@ -13,7 +13,7 @@ import pytest
 
 from demo import html
 from tempo.events import AllocationDone, AnswerToken, Finished, Segment, SegmentCompressed, VideoProbed
-from tempo.render import export, timeline
+from tempo.render import export, points, timeline
 from tempo.render.progress import RunProgress, headlines, key_frames, run_stats
 from tempo.render.report import Asked, report_section
 from tempo.render.report import moments_html as report_moments
@@ -149,7 +149,7 @@ def test_the_relevance_curve_shows_what_ata_reads_with_the_raw_score_on_hover():
     figure = timeline.timeline_figure(drawn(raw, 16.0, [8] * 4))
     curve = next(t for t in figure.data if t.name == "relevance (scaled)")
     assert list(curve.y) == pytest.approx([0.0, 1.0, 8 / 31, 0.0])
-    hover = curve.customdata[1][timeline.point_field("relevance")]
+    hover = curve.customdata[1][points.point_field("relevance")]
     assert hover == "relevance 1.00 of the range (raw relevance 0.0042)"
     assert figure.layout.yaxis.title.text == "relevance, scaled"
     flat = timeline.timeline_figure(drawn(raw[:1], 4.0))

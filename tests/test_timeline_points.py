@@ -6,8 +6,9 @@ import re
 
 from demo.html import PICKER_JS, looked_html, seekable
 from tempo.events import Finished, Segment, VideoProbed
+from tempo.render.points import PointData
 from tempo.render.progress import RunProgress
-from tempo.render.timeline import PointData, named_times, timeline_figure
+from tempo.render.timeline import named_times, timeline_figure
 
 
 def script_index(name: str) -> int:

@@ -1,23 +1,23 @@
-"""The page's figures: relevance per segment while the video streams in, then the tokens each segment kept; two
-allocations of one compression side by side; and a budget sweep."""
+"""The page's timeline of a run: relevance per segment while the video streams in, then the tokens each segment
+kept, on the time axis every page figure shares."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, NamedTuple, overload
+from typing import Any, overload
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..allocation import scaled_relevance
-from ..events import Finished, Segment, VideoProbed, Zoomed
+from ..events import Segment, VideoProbed, Zoomed
 from ..moments import Moment, shown
 from ..times import clock, span, time_mentions
+from .points import POINT_HOVER, PointData, relevance_text
 from .progress import RunProgress
-from .style import GREEN, GUIDE, INDIGO, ORANGE, RED, RELEVANCE_SCALE, TOKEN_SCALE, page_layout
+from .style import GREEN, GUIDE, INDIGO, ORANGE, RELEVANCE_SCALE, TOKEN_SCALE, page_layout
 
-COMPARE_COLORS = (INDIGO, ORANGE)
 TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400)
 
 
@@ -27,6 +27,13 @@ def time_ticks(duration: float, target: int = 8, start: float = 0.0) -> tuple[li
     step = next((s for s in TICK_STEPS if (duration - start) / s <= target), TICK_STEPS[-1])
     values: list[float] = [i * step for i in range(math.ceil(start / step - 1e-9), int(duration // step) + 1)]
     return values, [clock(v) for v in values]
+
+
+def time_axis(fig: go.Figure, duration: float, start: float = 0.0, **where: Any) -> None:
+    """x in video time from `start` to `duration`, ticked at round m:ss times (`where`: the subplot, if not all)."""
+    ticks, labels = time_ticks(duration, start=start)
+    fig.update_xaxes(range=[start, duration], tickvals=ticks, ticktext=labels, showgrid=False, zeroline=False,
+                     showline=False, ticks="", **where)
 
 
 @overload
@@ -99,26 +106,6 @@ def _answer_marks(fig: go.Figure, times: Sequence[float]) -> None:
         fig.add_vline(x=seconds, line=dict(color=INDIGO, width=1.5, dash="dash"), row=1, col=1)
         fig.add_annotation(x=seconds, xref="x", yref="y domain", y=0, text=f"answer {clock(seconds)}",
                            showarrow=False, xanchor="left", yanchor="bottom", font=dict(size=10, color=INDIGO))
-
-
-class PointData(NamedTuple):
-    """What every point of the timeline carries (Plotly's customdata), in this order: its span, relevance and tokens
-    for the hover text, then its segment and start (seconds), which the page's script reads when it is clicked."""
-
-    span: str
-    relevance: str
-    tokens: str
-    segment: int  # -1: a point of a zoomed answer's whole-video pass, which seeks but picks no segment
-    start: float
-
-
-def point_field(name: str) -> int:
-    """Where `name` sits in a point's customdata (the page's script is written with these)."""
-    return PointData._fields.index(name)
-
-
-POINT_HOVER = (f"<b>%{{customdata[{point_field('span')}]}}</b><br>%{{customdata[{point_field('relevance')}]}}"
-               f"<br>tokens %{{customdata[{point_field('tokens')}]}}<extra></extra>")
 
 
 def _timeline(segments: Sequence[Segment], tokens: Sequence[int] | None = None, *,
@@ -223,17 +210,10 @@ def _whole_video(fig: go.Figure, zoom: Zoomed) -> None:
                        text=f"the whole video's relevance · looked closer at {span(*zoom.window)}, as {zoom.reason}")
     whole_end = zoom.video.window[1] if zoom.video.window else zoom.video.duration
     whole_start = zoom.video.window[0] if zoom.video.window else 0.0
-    _time_axis(fig, whole_end, whole_start, row=3, col=1)
+    time_axis(fig, whole_end, whole_start, row=3, col=1)
     fig.update_yaxes(range=[0, 1.05], visible=False, fixedrange=True, domain=[low, high], row=3, col=1)
     fig.update_yaxes(domain=list(ZOOMED_DOMAINS["window"]), row=1, col=1)
     fig.update_yaxes(domain=list(ZOOMED_DOMAINS["strip"]), row=2, col=1)
-
-
-def relevance_text(raw: float | None, scaled: float | None) -> str:
-    """A segment's relevance in words for hover text: scaled as ATA reads it, then raw, as the compressor gave it."""
-    if raw is None or scaled is None:
-        return "relevance n/a (compression off)"
-    return f"relevance {scaled:.2f} of the range (raw relevance {raw:.4g})"
 
 
 def _window_in_video(fig: go.Figure, start: float, end: float, video: float) -> None:
@@ -281,7 +261,7 @@ def _timeline_axes(fig: go.Figure, duration: float, start: float, tokens: Sequen
                    k_max: int | None) -> None:
     """Time along x; relevance on the left, scaled as ATA reads it (least relevant 0, most 1); tokens kept (0 to
     k_max) on the right, once allocated."""
-    _time_axis(fig, duration, start)
+    time_axis(fig, duration, start)
     fig.update_yaxes(title_text="relevance, scaled", title_font=dict(color=ORANGE), range=[0, 1.04],
                      tickmode="array", tickvals=[0, 0.5, 1], ticktext=["least", "0.5", "most"],
                      gridcolor="rgba(148, 163, 184, 0.18)", zeroline=False, row=1, col=1, secondary_y=False)
@@ -290,64 +270,6 @@ def _timeline_axes(fig: go.Figure, duration: float, start: float, tokens: Sequen
                      tickvals=sorted({round(top * f) for f in (0, 0.25, 0.5, 0.75, 1)}), showgrid=False,
                      zeroline=False, visible=bool(tokens), row=1, col=1, secondary_y=True)
     fig.update_yaxes(visible=False, fixedrange=True, row=2, col=1)
-
-
-def _time_axis(fig: go.Figure, duration: float, start: float = 0.0, **where: Any) -> None:
-    ticks, labels = time_ticks(duration, start=start)
-    fig.update_xaxes(range=[start, duration], tickvals=ticks, ticktext=labels, showgrid=False, zeroline=False,
-                     showline=False, ticks="", **where)
-
-
-def comparison_figure(segments: Sequence[Segment], before: Sequence[int], after: Sequence[int], *, duration: float,
-                      k_max: int, labels: tuple[str, str], highlight: Sequence[int] = (),
-                      start: float = 0.0) -> go.Figure:
-    """Two allocations of one compression: tokens per segment side by side, then what each segment gained or
-    lost, with the segments that changed most labelled (those not crowding a bigger change)."""
-    mids = [(s.start + s.end) / 2 for s in segments]
-    widths = [(s.end - s.start) * 0.45 for s in segments]
-    changes = [b - a for a, b in zip(before, after)]
-    hover = [[span(s.start, s.end), a, b, s.index] for s, a, b in zip(segments, before, after)]
-    template = ("<b>%{customdata[0]}</b><br>" + labels[0] + ": %{customdata[1]} tokens<br>" + labels[1] +
-                ": %{customdata[2]} tokens<extra></extra>")
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.6, 0.4], vertical_spacing=0.08)
-    for values, offset, color, label in ((before, -1, COMPARE_COLORS[0], labels[0]),
-                                         (after, 0, COMPARE_COLORS[1], labels[1])):
-        fig.add_trace(go.Bar(x=mids, y=list(values), width=widths, offset=[offset * w for w in widths],
-                             marker=dict(color=color, line=dict(width=0)), name=label, customdata=hover,
-                             hovertemplate=template), row=1, col=1)
-    fig.add_trace(go.Bar(x=mids, y=changes, width=[w * 2 for w in widths], name="change",
-                         marker=dict(color=[GREEN if c > 0 else RED for c in changes], line=dict(width=0)),
-                         customdata=hover, hovertemplate=template, showlegend=False), row=2, col=1)
-    labelled: list[float] = []
-    for i in sorted(highlight, key=lambda i: -abs(changes[i])):  # the biggest first; none on top of another
-        if any(abs(mids[i] - x) < (duration - start) * 0.06 for x in labelled):
-            continue
-        labelled.append(mids[i])
-        share = (mids[i] - start) / max(duration - start, 1e-9)  # at an edge, the label leans inwards
-        fig.add_annotation(x=mids[i], y=changes[i], text=f"{changes[i]:+d}", showarrow=False, row=2, col=1,
-                           xanchor="left" if share < 0.05 else "right" if share > 0.95 else "center",
-                           yanchor="bottom" if changes[i] > 0 else "top", font=dict(size=11, color="#334155"))
-    _time_axis(fig, duration, start)
-    fig.update_yaxes(title_text="tokens kept", range=[0, k_max * 1.08], gridcolor="rgba(148, 163, 184, 0.18)",
-                     row=1, col=1)
-    fig.update_yaxes(title_text="change", zeroline=True, zerolinecolor=GUIDE, showgrid=False, row=2, col=1)
-    return page_layout(fig, 380, "comparison", barmode="overlay", bargap=0)
-
-
-def sweep_figure(segments: Sequence[Segment], sweep: Sequence[Finished], *, duration: float,
-                 k_max: int, start: float = 0.0) -> go.Figure:
-    """Tokens kept per segment (x: video time) at each budget of a sweep (y, smallest at the bottom)."""
-    edges = [s.start for s in segments] + [segments[-1].end]
-    rows = [f"{finished.budget:,}" for finished in sweep]
-    hover = [[[span(s.start, s.end), row, s.index] for s in segments] for row in rows]
-    fig = go.Figure(go.Heatmap(
-        z=[[s.tokens for s in finished.segments] for finished in sweep], x=edges, y=rows, colorscale=TOKEN_SCALE,
-        zmin=0, zmax=k_max, xgap=1, ygap=2, customdata=hover,
-        colorbar=dict(title=dict(text="tokens", side="right"), thickness=12, len=0.9),
-        hovertemplate="<b>%{customdata[0]}</b><br>budget %{customdata[1]}<br>%{z} tokens kept<extra></extra>"))
-    _time_axis(fig, duration, start)
-    fig.update_yaxes(title_text="budget", type="category")
-    return page_layout(fig, 90 + 44 * len(rows), "sweep")
 
 
 def timeline_figure(run: RunProgress, evidence: Sequence[tuple[float, float]] = ()) -> go.Figure:
