@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tempo.eval.grounding import load_observations
 from tempo.moments import Moment, find_moments
-from tempo.synthetic.world import generate_video
+from tempo.synthetic.generation import generate_video
 from tempo.train.evaluate import questions_of
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -23,7 +23,7 @@ from safetensors.torch import load_file, save_file
 
 import tempo
 from tempo.errors import ModelError
-from tempo.model import loading
+from tempo.model import checkpoint_files, relevance_direction
 from tests.conftest import ROOT
 
 BASE = "base/tiny-qwen3-vl"
@@ -156,7 +156,7 @@ def test_loading_by_hub_id_from_an_offline_cache(hub_home, fixtures):
         head = f.get_tensor("lm_head.weight")
     tokens, direction = done.stdout.split()
     assert int(tokens) == 32 and float(direction) == pytest.approx((head[YES] - head[NO]).abs().sum().item(), 1e-5)
-    assert (snapshot / loading.RELEVANCE_FILE).is_file()  # cached beside the hub snapshot, as the README says
+    assert (snapshot / checkpoint_files.RELEVANCE_FILE).is_file()  # cached beside the hub snapshot, as the README says
 
 
 @pytest.mark.slow
@@ -233,9 +233,9 @@ def test_the_direction_rows_come_over_http_without_holding_the_file(big_weights,
     path, head = big_weights
     server, handler = serve_file(path.parent, honour_range)
     try:
-        read = loading._http_reader(f"http://127.0.0.1:{server.server_port}/{path.name}")
+        read = relevance_direction._http_reader(f"http://127.0.0.1:{server.server_port}/{path.name}")
         tracemalloc.start()
-        rows = loading.read_rows(read, "lm_head.weight", [YES, NO])
+        rows = relevance_direction.read_rows(read, "lm_head.weight", [YES, NO])
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     finally:
@@ -251,14 +251,14 @@ def test_the_direction_rows_come_over_http_without_holding_the_file(big_weights,
 
 def test_a_server_ignoring_ranges_is_refused_before_a_big_download(big_weights, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
-    monkeypatch.setattr(loading, "RANGE_IGNORED_LIMIT", 2**20)
+    monkeypatch.setattr(relevance_direction, "RANGE_IGNORED_LIMIT", 2**20)
     path, _ = big_weights
     server, handler = serve_file(path.parent, honour_range=False)
     try:
-        read = loading._http_reader(f"http://127.0.0.1:{server.server_port}/{path.name}")
+        read = relevance_direction._http_reader(f"http://127.0.0.1:{server.server_port}/{path.name}")
         with pytest.raises(ModelError, match="ignores HTTP range requests, so reading the relevance direction would "
                                              "download 48 MB"):
-            loading.read_rows(read, "lm_head.weight", [YES, NO])
+            relevance_direction.read_rows(read, "lm_head.weight", [YES, NO])
     finally:
         server.shutdown()
     assert handler.sent < path.stat().st_size / 2  # what socket buffers took before the client hung up
@@ -270,9 +270,9 @@ def test_base_weights_neither_local_nor_reachable_say_what_to_do(monkeypatch, of
     with socket.socket() as closed:  # a port nothing listens on
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
-    read = loading._http_reader(f"http://127.0.0.1:{port}/model.safetensors")
+    read = relevance_direction._http_reader(f"http://127.0.0.1:{port}/model.safetensors")
     with pytest.raises(ModelError, match="neither local nor reachable: download the base model and pass base=DIR"):
-        loading.read_rows(read, "lm_head.weight", [YES, NO])
+        relevance_direction.read_rows(read, "lm_head.weight", [YES, NO])
 
 
 # ------------------------------------------------------------------------------------------------ slow on a CPU

@@ -11,7 +11,7 @@ from safetensors.torch import save_file
 
 import tempo
 from tempo.errors import ModelError
-from tempo.model import loading
+from tempo.model import checkpoint_files, relevance_direction
 
 BASE = "base/tiny-qwen3-vl"
 
@@ -47,9 +47,9 @@ def test_read_rows_by_http_range_matches_local(fixtures, monkeypatch):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(RangeHandler, directory=str(weights.parent)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        read = loading._http_reader(f"http://127.0.0.1:{server.server_port}/model.safetensors")
+        read = relevance_direction._http_reader(f"http://127.0.0.1:{server.server_port}/model.safetensors")
         RangeHandler.sent = 0
-        rows = loading.read_rows(read, "lm_head.weight", [300, 294])
+        rows = relevance_direction.read_rows(read, "lm_head.weight", [300, 294])
     finally:
         server.shutdown()
     assert torch.equal(torch.stack(rows), expected)
@@ -72,12 +72,12 @@ def test_direction_is_cached_and_later_loads_skip_the_base_weights(fixture_copy,
     before = sorted(p.name for p in (fixture_copy / "tempo").iterdir())
     first = tempo.from_pretrained(fixture_copy / "tempo", base=fixture_copy / BASE, device="cpu")
     assert sorted(p.name for p in (fixture_copy / "tempo").iterdir()) == before  # local dirs are not written to
-    assert list((tmp_path / "cache").rglob(loading.RELEVANCE_FILE))
+    assert list((tmp_path / "cache").rglob(checkpoint_files.RELEVANCE_FILE))
 
     def no_base_weights(*args, **kwargs):
         raise AssertionError("base weights were read again")
 
-    monkeypatch.setattr(loading, "relevance_direction", no_base_weights)
+    monkeypatch.setattr(relevance_direction, "relevance_direction", no_base_weights)
     (fixture_copy / BASE / "model.safetensors").unlink()
     second = tempo.from_pretrained(fixture_copy / "tempo", base=fixture_copy / BASE, device="cpu")
     assert torch.equal(first.compressor.relevance_direction, second.compressor.relevance_direction)

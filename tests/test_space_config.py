@@ -1,8 +1,8 @@
 """The Space's README front matter preloads what the app loads, so that a cold start downloads nothing.
 
 On a Space with a GPU the app serves demo.launch.SPACE_MODEL (Vision-CAIR/Tempo-6B). Its checkpoint is fetched
-with glob patterns (loading.CHECKPOINT_FILES: its shard names are not known here, and `preload_from_hub` takes no
-globs), so it must be preloaded whole. Its base, named by the checkpoint's mm_vision_tower_aux_list, gives its
+with glob patterns (checkpoint_files.CHECKPOINT_FILES: its shard names are not known here, and `preload_from_hub`
+takes no globs), so it must be preloaded whole. Its base, named by the checkpoint's mm_vision_tower_aux_list, gives its
 config, tokenizer and processor config, and the two LM-head rows of the relevance direction. Those rows live in
 the base's one 4.26 GB model.safetensors (Qwen3-VL-2B-Instruct ties its head to the embedding table), so the
 choice is: preload that file, and the start reads them locally with no network at all; or leave them to an
@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks import cold_start
-from tempo.model import loading
+from tempo.model import checkpoint_files, loading
 from tests.conftest import FIXTURES, ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -31,7 +31,7 @@ def base_repo() -> str:
 
 def needed() -> dict[str, list[str]]:
     """Per repo, the file patterns a Space's start loads: the checkpoint's globs and the base's files."""
-    return {cold_start.space_model(): loading.CHECKPOINT_FILES, base_repo(): [*BASE_READ, BASE_WEIGHTS]}
+    return {cold_start.space_model(): checkpoint_files.CHECKPOINT_FILES, base_repo(): [*BASE_READ, BASE_WEIGHTS]}
 
 
 def covered(preload: cold_start.Preload, pattern: str) -> bool:
@@ -60,7 +60,7 @@ def test_the_front_matter_preloads_and_names_what_the_space_loads():
 
 
 def test_the_files_held_to_are_the_loaders_own():
-    assert set(BASE_READ) <= set(loading.BASE_FILES)
+    assert set(BASE_READ) <= set(checkpoint_files.BASE_FILES)
     assert cold_start.space_model() == "Vision-CAIR/Tempo-6B" and base_repo() == "Qwen/Qwen3-VL-2B-Instruct"
 
 

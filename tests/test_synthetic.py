@@ -25,7 +25,7 @@ from tempo.synthetic import (
     temporal_questions,
     write_mp4,
 )
-from tempo.synthetic.world import event_seconds
+from tempo.synthetic.generation import event_seconds
 
 seeds = st.integers(0, 2**32 - 1)
 durations = st.one_of(st.none(), st.floats(20, 3600))

@@ -1,7 +1,8 @@
 """TempoModel: the local compressor and the global decoder of one checkpoint, with what reads and writes them.
 
 `from_pretrained` builds the modules from a released checkpoint's configs and loads its weights (the checkpoint
-format and the hub live in `loading.py`); `save_pretrained` writes the same format back.
+format lives in `loading.py`, its files and the hub in `checkpoint_files.py`, the relevance direction in
+`relevance_direction.py`); `save_pretrained` writes the same format back.
 """
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ from transformers.initialization import no_init_weights
 from ..allocation import reduce_memory
 from ..errors import InputError
 from ..video.patches import PatchGeometry
+from . import checkpoint_files, loading
 from . import int8 as int8_weights
-from . import loading
 from .compressor import LocalCompressor
 from .decoder import GlobalDecoder
 from .fused_norms import fuse_norms
 from .loading import CheckpointSpec
 from .prompts import Exchange, decoder_prompt_ids, time_tag
+from .relevance_direction import cached_relevance_direction
 from .tokenizer import TextTokenizer
 
 log = logging.getLogger(__name__)
@@ -130,24 +132,24 @@ def from_pretrained(name_or_path: str | os.PathLike | None = None, *, base: str 
     `base` overrides the base Qwen3-VL location; `device` defaults to CUDA when available; `dtype` to bf16
     on CUDA and fp32 on CPU; `int8`: the decoder's and compressor's linear weights held in int8 (`model.int8`).
     """
-    checkpoint_dir = loading.resolve_checkpoint(name_or_path)
+    checkpoint_dir = checkpoint_files.resolve_checkpoint(name_or_path)
     config = loading.checkpoint_config(checkpoint_dir)
-    base_dir = loading.resolve_base(config, checkpoint_dir, base)
+    base_dir = checkpoint_files.resolve_base(config, checkpoint_dir, base)
     named_base = os.fspath(base) if base is not None else (config.get("mm_vision_tower_aux_list") or [""])[0]
-    base_repo = named_base if loading.is_hub_id(named_base) else None
+    base_repo = named_base if checkpoint_files.is_hub_id(named_base) else None
 
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype or (torch.bfloat16 if device.type == "cuda"
                                                                      else torch.float32)
     name = os.fspath(name_or_path) if name_or_path else "Tempo-Tiny (embedded)"
     model = build_model(checkpoint_dir, base_dir, name, device, dtype)
-    loading.load_weights(model, loading.weight_files(checkpoint_dir))
+    loading.load_weights(model, checkpoint_files.weight_files(checkpoint_dir))
 
     tokenizer = model.compressor_tokenizer
-    from_hub = not os.path.isdir(os.path.expanduser(os.fspath(name_or_path or loading.DEFAULT_MODEL)))
-    direction = loading.cached_relevance_direction(checkpoint_dir, from_hub, base_dir, base_repo,
-                                                   Qwen3VLConfig.from_pretrained(base_dir),
-                                                   tokenizer.token_id("Yes"), tokenizer.token_id("No"))
+    from_hub = not os.path.isdir(os.path.expanduser(os.fspath(name_or_path or checkpoint_files.DEFAULT_MODEL)))
+    direction = cached_relevance_direction(checkpoint_dir, from_hub, base_dir, base_repo,
+                                           Qwen3VLConfig.from_pretrained(base_dir),
+                                           tokenizer.token_id("Yes"), tokenizer.token_id("No"))
     model.compressor.relevance_direction.copy_(direction)
     if device.type == "cuda":  # one kernel a norm there; a CPU keeps the model's own norms and its numbers
         fuse_norms(model)

@@ -12,8 +12,9 @@ import time
 import numpy as np
 
 from ..errors import InputError
+from .generation import MIN_DURATION, generate_video
+from .mp4 import write_mp4
 from .questions import make_questions, temporal_questions
-from .world import MIN_DURATION, generate_video, write_mp4
 
 log = logging.getLogger("tempo.synthetic")
 

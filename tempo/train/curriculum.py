@@ -33,7 +33,8 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from ..model import TempoModel, build_model, save_pretrained
-from ..model.loading import RELEVANCE_FILE, relevance_metadata, save_relevance_direction
+from ..model.checkpoint_files import RELEVANCE_FILE
+from ..model.relevance_direction import relevance_metadata, save_relevance_direction
 from ..synthetic import SyntheticVideo, generate_video
 from . import data
 from .base import pretrain_base, relevance_accuracy, shape_accuracy, shape_heads, shape_patch_filters

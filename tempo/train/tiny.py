@@ -132,7 +132,7 @@ def _write_tokenizer(directory: str, tokenizer: Tokenizer) -> None:
 
 def write_skeleton(directory: str, tokenizer: Tokenizer, decoder: DecoderSize = DECODER) -> tuple[str, str]:
     """Configs and tokenizers of the checkpoint and of its base (a decoder of `decoder`'s size), ready for
-    `loading.build_model`."""
+    `modeling.build_model`."""
     base_dir = os.path.join(directory, BASE_DIRNAME)
     os.makedirs(base_dir, exist_ok=True)
     _write_tokenizer(directory, tokenizer)

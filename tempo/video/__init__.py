@@ -1,18 +1,8 @@
 """Video file -> the frames Tempo samples: the sampling plan, the readers that decode it, streaming on worker
 threads, and the released resize chain into the compressor's patch rows."""
 
-from .readers import (
-                      DecordReader,
-                      FrameReader,
-                      IntraFrameReader,
-                      PyAVReader,
-                      SparseReader,
-                      decode_workers,
-                      is_long,
-                      open_sparse,
-                      open_video,
-                      plan_sampling,
-)
+from .reader_choice import decode_workers, is_long, open_sparse, open_video, plan_sampling
+from .readers import DecordReader, FrameReader, PyAVReader
 from .sampling import (
                       SamplingPlan,
                       VideoInfo,
@@ -23,6 +13,7 @@ from .sampling import (
                       segment_ranges,
                       uniform_plan,
 )
+from .skipping_readers import IntraFrameReader, SparseReader
 
 __all__ = [
     "DecordReader", "FrameReader", "IntraFrameReader", "PyAVReader", "SparseReader", "decode_workers", "is_long",

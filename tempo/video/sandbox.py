@@ -31,7 +31,7 @@ from ..config import Limits, SamplingConfig
 from ..errors import TempoError, VideoError
 from ..timing import Timer
 from .patches import PatchGeometry
-from .readers import open_video
+from .reader_choice import open_video
 from .sampling import SamplingPlan, VideoProbed
 from .segments import PreparedSegment, prepare_segments, video_plan
 

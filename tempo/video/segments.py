@@ -17,18 +17,11 @@ import torch
 from ..config import Limits, SamplingConfig
 from ..timing import Timer
 from .patches import PatchGeometry, fit_long_edge, model_frames, patchify
-from .readers import (
-    FrameReader,
-    SparseReader,
-    decode_workers,
-    is_long,
-    open_sparse,
-    open_video,
-    plan_sampling,
-    threads_per_worker,
-)
+from .reader_choice import decode_workers, is_long, open_sparse, open_video, plan_sampling, threads_per_worker
+from .readers import FrameReader
 from .resample import resize
 from .sampling import SamplingPlan, VideoProbed, long_edge_size
+from .skipping_readers import SparseReader
 from .stream import segment_stream
 
 THUMBNAIL_EDGE = 320
