@@ -23,8 +23,9 @@ import numpy as np
 import torch
 from PIL import Image
 
-from tempo import bench
-from tempo.config import SamplingConfig
+from tempo.bench.runs import ours_tensors
+from tempo.bench.videos import VIDEOS, make_video
+from tempo.config import RunConfig
 from tempo.paths import cache_folder
 from tempo.video import long_edge_size
 from tempo.video.patches import PatchGeometry, fit_long_edge, frame_size
@@ -70,9 +71,9 @@ def segment_resizes(runs: int = 10) -> dict:
 def file_to_tensors(runs: int = 2) -> dict:
     cache = cache_folder("bench")
     figures = {}
-    for name, seconds in bench.VIDEOS.items():
-        path = bench.make_video(os.path.join(cache, f"testsrc2-720p30-{seconds}s.mp4"), seconds)
-        seconds_taken = best(partial(bench.ours_tensors, path, SamplingConfig(), PatchGeometry()), runs)
+    for name, seconds in VIDEOS.items():
+        path = make_video(os.path.join(cache, f"testsrc2-720p30-{seconds}s.mp4"), seconds)
+        seconds_taken = best(partial(ours_tensors, path, RunConfig(), PatchGeometry()), runs)
         figures[name] = round(seconds_taken, 2)
         print(f"{name} video -> compressor-ready tensors: {seconds_taken:.2f} s", flush=True)
     return figures

@@ -1,7 +1,7 @@
 """`tempo bench --first-segment`: each timed call stops at the first compressed segment."""
 
 import tempo
-from tempo import bench
+from tempo.bench import runs
 from tempo.events import Finished, SegmentCompressed
 from tests.conftest import ROOT
 
@@ -17,8 +17,8 @@ def test_each_call_stops_at_the_first_segment(monkeypatch):
             seen[-1].append(type(event))
             yield event
 
-    monkeypatch.setattr(bench, "run", recorded)
-    figures = bench.first_segments(tempo.from_pretrained(device="cpu"), VIDEO, 2)
+    monkeypatch.setattr(runs, "run", recorded)
+    figures = runs.first_segments(tempo.from_pretrained(device="cpu"), VIDEO, 2)
     assert len(figures["in_process_s"]) == len(figures["isolated_s"]) == 2
     assert all(seconds > 0 for seconds in [figures["first_call_s"], *figures["in_process_s"], *figures["isolated_s"]])
     assert len(seen) == 6  # one untimed call of each kind, then two of each

@@ -219,7 +219,7 @@ def test_a_reservation_covers_the_slowest_token_the_fit_allows():
 
 
 def test_a_part_left_out_does_not_run(tmp_path):
-    from benchmarks.gpu.measure import DRY_RUN, Check
+    from benchmarks.gpu.record import DRY_RUN, Check
 
     check = Check(DRY_RUN, tmp_path, only=frozenset({"mfu"}))
     ran = []

@@ -12,6 +12,7 @@ import pytest
 
 from benchmarks import soak
 from benchmarks.server_watch import FROM_OWN_CLIENT, OWN_CLIENT
+from benchmarks.soak.traffic import MIX
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +26,7 @@ def test_the_short_soak_answers_every_request_about_its_own_video(tmp_path):
     assert report["pairs_repeated"] > 0 and report["pairs_whose_repeats_differ"] == 0
     assert report["answers_about_another_video"] == 0
     assert sum(report["by_endpoint"]["hostile"].values()) > 0
-    assert all(sum(report["by_endpoint"][kind].values()) > 0 for kind in soak.MIX)
+    assert all(sum(report["by_endpoint"][kind].values()) > 0 for kind in MIX)
     for key in ("rss_start_mb", "rss_peak_mb", "rss_last_half_mb_per_min", "fds_end", "uploads_mb_end", "tmp_mb_end"):
         assert key in report
     assert 0 < report["main_rss_end_mb"] <= report["rss_end_mb"]  # the server alone, then with its children

@@ -10,7 +10,8 @@ import sys
 from typing import TextIO
 
 from .. import batch as batch_module
-from .. import bench, conformance
+from .. import conformance
+from ..bench import cli as bench_cli
 from ..command_line import AddArguments, Parser, Run, UsageError, deprecated
 from ..errors import TempoError
 from ..eval import export as grounding_export
@@ -55,8 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
                       "answer many (video, question) jobs from a JSON Lines file", first_line(batch_module.__doc__))
     answering_command("figures", answering.add_figures_arguments, answering.figures,
                       "the paper's allocation figures for a batch's results", first_line(figures_module.__doc__))
-    tool("bench", bench.add_arguments, bench.run_bench, "how fast a video becomes an answer, ours against the "
-         "released pipeline's steps", first_line(bench.__doc__))
+    tool("bench", bench_cli.add_arguments, bench_cli.run_bench, "how fast a video becomes an answer, ours against the "
+         "released pipeline's steps", first_line(bench_cli.__doc__))
     tool("train", train_cli.add_arguments, train_cli.run_training, "train Tempo-Tiny, one resumable stage at a time",
          first_line(train_cli.__doc__))
     evaluations = commands.add_parser("eval", help="evaluate a model", description="Evaluate a model.")
