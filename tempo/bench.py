@@ -32,14 +32,14 @@ from PIL import Image
 from .command_line import run_alone
 from .config import GenerationConfig, RunConfig, SamplingConfig, Zoom
 from .engine import VideoCache, run
-from .engine.steps import EncodedSegment, compress_batch, give_back_freed_memory, open_decoder, respond
+from .engine.steps import compress_batch, give_back_freed_memory, open_decoder, respond
 from .events import AllocationDone, Compression, Finished, SegmentCompressed
 from .model import TempoModel, from_pretrained
 from .paths import cache_folder
 from .timing import Timer
 from .video import SamplingPlan, VideoInfo, long_edge_size, open_video, sandbox, uniform_plan
 from .video.patches import PatchGeometry, clip_size, frame_size, normalize, patchify, resize_frames
-from .video.segments import video_plan
+from .video.segments import PreparedSegment, video_plan
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +160,8 @@ def reference_answer(model: TempoModel, path: str, question: str, config: RunCon
     with torch.inference_mode():
         vision = model.compressor.encode_vision(pixel_values, grids)
     del pixel_values
-    segments = [EncodedSegment(i, NO_THUMBNAIL, features) for i, features in enumerate(vision)]
+    segments = [PreparedSegment(i, None, features.grid, NO_THUMBNAIL, vision=features)
+                for i, features in enumerate(vision)]
     memories, relevance = compress_batch(model, segments, question, plan, Timer())
     first_result = time.perf_counter() - started
     probed, _ = video_plan(open_video(path), config.sampling)
