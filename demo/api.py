@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from tempo.analysis import most_relevant, usable
+from tempo.engine import Request
 from tempo.errors import InputError
 from tempo.events import AllocationDone, Finished, Segment, SegmentCompressed
 from tempo.model.prompts import Exchange
@@ -24,7 +25,7 @@ from tempo.times import clock, span
 from .chat import MAX_TURNS
 from .html import LOOKED_AT
 from .refusals import refused
-from .server import Request, Server
+from .server import Server
 from .settings import split_others
 
 REFRESH_S = 0.5  # a streamed partial JSON at most this often, besides the first segment and the milestones

@@ -5,6 +5,7 @@ it is. `layout` maps the names onto the page's components."""
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import tempfile
 import time
@@ -16,7 +17,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from tempo.analysis import most_relevant, usable
-from tempo.engine import check_file
+from tempo.engine import Request, check_file
 from tempo.errors import InputError, TempoError
 from tempo.events import AllocationDone, AnswerToken, Finished, SegmentCompressed, SegmentRead, VideoProbed, Zoomed
 from tempo.moments import shown
@@ -32,7 +33,7 @@ from . import preview
 from .chat import Conversation, Turn, continued, history, messages
 from .html import comparison_html, segment_html, stats_html, status_html, truth_html
 from .refusals import refusal, refused
-from .server import Request, Server, label
+from .server import Server, label
 from .settings import split_others
 
 SEGMENT_REFRESH_S = 0.25  # timeline redraws while compressing; the first and last segment always show
@@ -83,8 +84,8 @@ def analyze(server: Server, video: object, question: str, *, conversation: objec
     try:
         request = server.request(video, question, settings, bool(every_token))
         progress.question = request.question
-        conversation = continued(conversation, request.video)
-        request = replace(request, history=history(conversation))
+        conversation = continued(conversation, os.fspath(request.video))  # the checked path, a str
+        request, evidence = replace(request, history=history(conversation)), server.evidence(request)
         for event in server.run(request):
             progress.update(event)
             if isinstance(event, VideoProbed):
@@ -95,16 +96,16 @@ def analyze(server: Server, video: object, question: str, *, conversation: objec
                 done = progress.read if isinstance(event, SegmentRead) else len(progress.segments)
                 if done in (1, event.num_segments) or now - drawn > SEGMENT_REFRESH_S:
                     drawn = now
-                    yield timeline(progress, request.evidence)
+                    yield timeline(progress, evidence)
             elif isinstance(event, Zoomed) or isinstance(event, AllocationDone) and not progress.from_cache:
-                yield timeline(progress, request.evidence)
+                yield timeline(progress, evidence)
             elif isinstance(event, AnswerToken) and now - drawn > ANSWER_REFRESH_S:
                 drawn = now
                 yield {"chat": messages(conversation, request.question, progress.answer)}
             elif isinstance(event, Finished):
                 if not progress.from_cache:
                     server.pace.record(event)
-                turn = Turn(progress, server.truth(request, event), request.evidence,
+                turn = Turn(progress, server.truth(request, event), evidence,
                             label(request.config, event.budget), progress.from_cache, server.model.spec.takes_history)
                 conversation = conversation.with_turn(turn)
                 # A folder per request, deleted (finally) once Gradio has copied the files into its cache.
@@ -229,15 +230,15 @@ def compare_view(server: Server, video: object, question: str, **values: object)
     """The Compare tab: both timelines and answers, what changed most, and a summary."""
     settings, others = split_others(values)
     request = server.request(video, question, settings)
-    comparison = server.compare(request, others)
+    comparison, evidence = server.compare(request, others), server.evidence(request)
     first, second = comparison.first, comparison.second
     before, after = [s.tokens or 0 for s in first.segments], [s.tokens or 0 for s in second.segments]  # allocated
     start, end = axis_of(second.video)
     changes = comparison_figure(second.segments, before, after, start=start, duration=end, k_max=second.k_max,
                                 labels=comparison.labels, highlight=comparison.most_changed)
-    return {"first_plot": timeline_figure(RunProgress.of(first), request.evidence),
+    return {"first_plot": timeline_figure(RunProgress.of(first), evidence),
             "first_answer": gr.Textbox(value=answer_text(first.answer), label=comparison.labels[0]),
-            "second_plot": timeline_figure(RunProgress.of(second), request.evidence),
+            "second_plot": timeline_figure(RunProgress.of(second), evidence),
             "second_answer": gr.Textbox(value=answer_text(second.answer), label=comparison.labels[1]),
             "changes": changes,
             "summary": comparison_html(first, second, comparison.labels, comparison.most_changed,

@@ -12,20 +12,19 @@ import math
 import os
 import threading
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from gradio.utils import get_upload_folder
 
-from tempo import analysis, engine
+from tempo import analysis
 from tempo.analysis import SegmentFrames
 from tempo.config import Limits, RunConfig, SamplingConfig, Strategy
-from tempo.engine import Answers, VideoCache, check_file, checked, serve
+from tempo.engine import Answers, Request, VideoCache, check_file, checked, serve
 from tempo.errors import InputError, TempoError
 from tempo.events import Compressed, Compression, Event, Finished
 from tempo.model import TempoModel
-from tempo.model.prompts import Exchange
 from tempo.render.report import Asked, Truth, write_report
 from tempo.synthetic import Question, is_correct
 from tempo.times import quoted, seconds_given
@@ -67,21 +66,6 @@ def load_examples() -> list[Example]:
     return [Example(str(EXAMPLES_FILE.parent / e["video"]), e["question"], e.get("label") or e["question"],
                     e["family"], e["expected"], tuple(tuple(span) for span in e["evidence"]))
             for e in entries if (EXAMPLES_FILE.parent / e["video"]).is_file()]
-
-
-@dataclass(frozen=True)
-class Request:
-    """One request, checked: the file it may open, its question and settings, and the example it is (if any)."""
-
-    video: str
-    question: str
-    config: RunConfig
-    example: Example | None = None
-    history: tuple[Exchange, ...] = ()  # the conversation's earlier turns, oldest first
-
-    @property
-    def evidence(self) -> tuple[tuple[float, float], ...]:
-        return self.example.evidence if self.example else ()
 
 
 @dataclass(frozen=True)
@@ -167,19 +151,28 @@ class Server:
     def request(self, video: object, question: str, values: Mapping[str, object],
                 every_token: bool = False) -> Request:
         """A request's raw values checked (settings by the table, the question, then the file by `visitor_video`)
-        and made a Request; `every_token` keeps every memory token whatever the strategy says."""
+        and made the engine's Request (one answer); `every_token` keeps every memory token whatever the strategy
+        says."""
         config = RunConfig(limits=self.limits).with_settings(values, self.model.spec)
         if every_token:
             config = config.with_settings({"strategy": Strategy.OFF.value})
         config, question = checked(self.model, question, config)
-        path = self.visitor_video(video)
-        example = next((e for e in self.examples if Path(e.video).name == Path(path).name
-                        and e.question.strip() == question.strip()), None)
-        return Request(path, question, config, example)
+        return Request(self.visitor_video(video), question, config)
+
+    def example(self, request: Request) -> Example | None:
+        """The shipped example `request` asks (its video and question), if it is one."""
+        name = Path(request.video).name
+        return next((e for e in self.examples
+                     if Path(e.video).name == name and e.question.strip() == request.question.strip()), None)
+
+    def evidence(self, request: Request) -> tuple[tuple[float, float], ...]:
+        """Where a shipped example's answer is in its video; nothing for any other request."""
+        example = self.example(request)
+        return example.evidence if example else ()
 
     def truth(self, request: Request, finished: Finished | None = None) -> Truth | None:
         """For a shipped example: the expected answer, its evidence, and whether `finished` got it right."""
-        example = request.example
+        example = self.example(request)
         if example is None:
             return None
         correct = finished is not None and example.graded(finished, request.config.sampling)
@@ -191,8 +184,7 @@ class Server:
             compared_with: RunConfig | None = None) -> Generator[Event, None, None]:
         """`request` through the model: its events (`Compressed` among them), then the `answers` asked for (default:
         one, under the request's own config)."""
-        asked = engine.Request(request.video, request.question, request.config, answers, compared_with,
-                               request.history)
+        asked = replace(request, answers=answers, compared_with=compared_with)
         return serve(self.model, asked, self.cache, self.device.accelerate, self.device.remote)
 
     def write_report(self, asked: Sequence[Asked], path: str | os.PathLike) -> Path:

@@ -66,8 +66,9 @@ class Compression:
 
 @dataclass(frozen=True)
 class Compressed:
-    """Every segment was compressed (or the compression came from the cache: `from_cache`). `vision`: the segments'
-    vision features (`engine.steps.EncodedSegment`s) when the accelerator sent them back for the cache, else None."""
+    """Every segment was compressed (or the compression came from the cache: `from_cache`). `vision`: the segments
+    with their vision features (encoded `video.segments.PreparedSegment`s) when the accelerator sent them back for
+    the cache, else None."""
 
     compression: Compression = field(repr=False)
     vision: list | None = field(default=None, repr=False)

@@ -13,7 +13,7 @@ import torch
 
 from tempo.config import GenerationConfig, RunConfig, SamplingConfig, Zoom
 from tempo.engine import Job, execute
-from tempo.engine.steps import EncodedSegment, compress_batch, encode_batch, micro_batches
+from tempo.engine.steps import compress_batch, encode_batch, micro_batches
 from tempo.events import AllocationDone, AnswerToken, Compressed, Compression, Finished, SegmentCompressed, VideoProbed
 from tempo.model import TempoModel
 from tempo.timing import Timer
@@ -112,7 +112,7 @@ def answer_config(tokens: int, micro_batch: int | None = None) -> RunConfig:
 
 
 def request(model: TempoModel, video: Video, question: str, config: RunConfig,
-            segments: list[PreparedSegment | EncodedSegment] | None = None, compression: Compression | None = None,
+            segments: list[PreparedSegment] | None = None, compression: Compression | None = None,
             keep_vision: bool = False) -> Request:
     """`execute` one job (as a ZeroGPU worker does), every part synchronised, the device's peak memory tracked."""
     device = model.device

@@ -10,13 +10,13 @@ import torch
 from PIL import Image
 
 from ..config import RunConfig, SamplingConfig
-from ..engine.steps import EncodedSegment, compress_batch, respond
+from ..engine.steps import compress_batch, respond
 from ..events import Compression, Finished
 from ..model import TempoModel
 from ..timing import Timer
 from ..video import SamplingPlan, VideoInfo, long_edge_size, open_video, uniform_plan
 from ..video.patches import PatchGeometry, clip_size, frame_size, normalize, patchify, resize_frames
-from ..video.segments import video_plan
+from ..video.segments import PreparedSegment, video_plan
 
 NO_THUMBNAIL = np.zeros((1, 1, 3), np.uint8)
 
@@ -57,7 +57,8 @@ def reference_answer(model: TempoModel, path: str, question: str, config: RunCon
     with torch.inference_mode():
         vision = model.compressor.encode_vision(pixel_values, grids)
     del pixel_values
-    segments = [EncodedSegment(i, NO_THUMBNAIL, features) for i, features in enumerate(vision)]
+    segments = [PreparedSegment(i, None, features.grid, NO_THUMBNAIL, vision=features)
+                for i, features in enumerate(vision)]
     memories, relevance = compress_batch(model, segments, question, plan, Timer())
     first_result = time.perf_counter() - started
     probed, _ = video_plan(open_video(path), config.sampling)

@@ -7,7 +7,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Generator, Iterable, Iterator
-from typing import cast
 
 import torch
 
@@ -21,7 +20,6 @@ from ..video import SamplingPlan
 from ..video.patches import normalize
 from ..video.segments import PreparedSegment
 from .budget import allocate_tokens, effective_budget
-from .cache import EncodedSegment
 from .job import Dialogue, Job
 
 log = logging.getLogger(__name__)
@@ -50,33 +48,33 @@ def micro_batch(model: TempoModel, chosen: int | None) -> int:
     return default
 
 
-def encode_batch(model: TempoModel, batch: list[PreparedSegment | EncodedSegment],
-                 timer: Timer) -> list[EncodedSegment]:
-    """The vision tower over a micro-batch's pixels (the question-independent half of compression); segments that
-    come with their vision features pass as they are."""
-    pixels = [s for s in batch if isinstance(s, PreparedSegment)]
-    if not pixels:  # every one came with its vision features
-        return list(cast(list[EncodedSegment], batch))
+def encode_batch(model: TempoModel, batch: list[PreparedSegment], timer: Timer) -> list[PreparedSegment]:
+    """The vision tower over a micro-batch's pixels (the question-independent half of compression): each segment
+    that comes as pixels comes back with their features instead; those already encoded pass as they are."""
+    rows = [s.pixel_rows for s in batch if s.pixel_rows is not None]
+    if not rows:  # every one came with its vision features
+        return batch
     with timer.time("vision"), torch.inference_mode():
         # uint8 rows travel to the accelerator (a quarter of the float bytes) and are normalised there
-        rows = torch.cat([s.pixel_rows for s in pixels]).to(model.device, non_blocking=True)  # [P, C*T*p*p] uint8
-        pixel_values = normalize(rows, model.geometry)
-        vision = iter(model.compressor.encode_vision(pixel_values, [s.grid for s in pixels]))
-    return [EncodedSegment(s.index, s.thumbnail, next(vision), s.shown) if isinstance(s, PreparedSegment) else s
-            for s in batch]
+        pixel_values = normalize(torch.cat(rows).to(model.device, non_blocking=True), model.geometry)
+        vision = iter(model.compressor.encode_vision(pixel_values,
+                                                     [s.grid for s in batch if s.pixel_rows is not None]))
+    return [s if s.pixel_rows is None else s.encoded(next(vision)) for s in batch]
 
 
-def compress_batch(model: TempoModel, batch: list[EncodedSegment], question: str, plan: SamplingPlan,
+def compress_batch(model: TempoModel, batch: list[PreparedSegment], question: str, plan: SamplingPlan,
                    timer: Timer) -> tuple[torch.Tensor, list[float]]:
-    """The question-dependent half: memories [B, k_max, d_s] and relevance for a micro-batch of segments."""
+    """The question-dependent half: memories [B, k_max, d_s] and relevance for a micro-batch of encoded segments."""
+    vision = [s.vision for s in batch if s.vision is not None]
+    assert len(vision) == len(batch)  # encode_batch gave every segment its features
     with timer.time("compress"), torch.inference_mode():
-        prompts = [segment_prompt_ids(model.compressor_tokenizer, question, plan, s.index, s.vision.grid,
-                                      model.geometry) for s in batch]
-        output = model.compressor(prompts, [s.vision for s in batch])
+        prompts = [segment_prompt_ids(model.compressor_tokenizer, question, plan, s.index, s.grid, model.geometry)
+                   for s in batch]
+        output = model.compressor(prompts, vision)
     return output.memories, output.relevance.tolist()
 
 
-def frame_time(plan: SamplingPlan, segment: PreparedSegment | EncodedSegment) -> float:
+def frame_time(plan: SamplingPlan, segment: PreparedSegment) -> float:
     """When the frame a segment's thumbnail shows was taken."""
     times = plan.segment_frame_times(segment.index)
     return times[min(segment.shown, len(times) - 1)]
@@ -124,7 +122,7 @@ def compress_segments(model: TempoModel, job: Job) -> Generator[Event, None, Com
     the accelerator). The segments' source is closed if it is left early (a decoding stream stops its workers)."""
     memories: list[torch.Tensor] = []
     relevance: list[float] = []
-    kept: list[EncodedSegment] | None = [] if job.keep_vision_bytes else None
+    kept: list[PreparedSegment] | None = [] if job.keep_vision_bytes else None
     started = time.perf_counter()
     try:
         for batch in micro_batches(job.segments, micro_batch(model, job.micro_batch)):

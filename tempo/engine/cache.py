@@ -15,28 +15,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-import numpy as np
-
 from ..config import Limits, SamplingConfig
 from ..events import Compression, VideoProbed
-from ..model.compressor import VisionFeatures
 from ..video import SamplingPlan
 from ..video.segments import PreparedSegment
-
-
-@dataclass
-class EncodedSegment:
-    """One segment after the vision tower: where it sits, what it looks like, and its features."""
-
-    index: int
-    thumbnail: np.ndarray
-    vision: VisionFeatures
-    shown: int = 0  # which of the segment's sampled frames the thumbnail is
-
-    @property
-    def nbytes(self) -> int:
-        tensors = [self.vision.embeds, *self.vision.deepstack]
-        return self.thumbnail.nbytes + sum(t.numel() * t.element_size() for t in tensors)
 
 
 @dataclass
@@ -45,7 +27,7 @@ class VideoEntry:
 
     probed: VideoProbed
     plan: SamplingPlan
-    segments: Sequence[PreparedSegment | EncodedSegment]
+    segments: Sequence[PreparedSegment]
     compressions: OrderedDict[str, Compression] = field(default_factory=OrderedDict)  # by query, least recent first
 
     @property

@@ -12,7 +12,6 @@ from ..model.prompts import Exchange
 from ..timing import Timer
 from ..video import SamplingPlan
 from ..video.segments import PreparedSegment
-from .cache import EncodedSegment
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,7 @@ class Job:
     micro_batch: int | None  # segments per compressor pass (None: where the model runs decides)
     answer_configs: tuple[RunConfig, ...]  # each answer's allocation and generation
     timer: Timer
-    segments: Iterable[PreparedSegment | EncodedSegment] = ()
+    segments: Iterable[PreparedSegment] = ()
     compression: Compression | None = None
     keep_vision_bytes: int = 0  # send the vision features back with the compression while they fit in this
     dialogue: Dialogue | None = None  # what the decoder answers (None: `query`, on its own)

@@ -4,12 +4,11 @@ check, live mode and analysis (another allocation of a compression). Everything 
 
 from .accelerator import compress_batch, encode_batch, micro_batches, out_of_memory_as_error, respond
 from .budget import allocate_tokens, effective_budget
-from .cache import EncodedSegment, VideoEntry, VideoKey, default_cache, give_back_freed_memory
+from .cache import VideoEntry, VideoKey, default_cache, give_back_freed_memory
 from .host import open_decoder
 from .job import Dialogue
 
 __all__ = [
-    "Dialogue", "EncodedSegment", "VideoEntry", "VideoKey", "allocate_tokens", "compress_batch", "default_cache",
-    "effective_budget", "encode_batch", "give_back_freed_memory", "micro_batches", "open_decoder",
-    "out_of_memory_as_error", "respond",
+    "Dialogue", "VideoEntry", "VideoKey", "allocate_tokens", "compress_batch", "default_cache", "effective_budget",
+    "encode_batch", "give_back_freed_memory", "micro_batches", "open_decoder", "out_of_memory_as_error", "respond",
 ]

@@ -6,7 +6,6 @@ state just before them (the end of the routing prompt) gives the zero-shot relev
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
@@ -14,6 +13,7 @@ from torch import nn
 from transformers import PreTrainedConfig, Qwen3VLConfig
 from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel
 
+from ..video.segments import VisionFeatures
 from .vision_attention import stack_chunks
 
 
@@ -22,15 +22,6 @@ class CompressorOutput(NamedTuple):
 
     memories: torch.Tensor
     relevance: torch.Tensor
-
-
-@dataclass
-class VisionFeatures:
-    """Vision-tower output for one segment. It does not depend on the question, so it can be reused."""
-
-    embeds: torch.Tensor  # [tokens, d_s], merged 2x2 patch features
-    deepstack: list[torch.Tensor]  # one [tokens, d_s] per deepstack layer
-    grid: tuple[int, int, int]  # (t, h, w) in patches
 
 
 def rope_positions(prompt_ids: list[int], video_token_id: int, group_hw: tuple[int, int],

@@ -13,11 +13,12 @@ import numpy as np
 import torch
 
 from ..config import SamplingConfig
-from ..model.compressor import LocalCompressor, VisionFeatures
+from ..model.compressor import LocalCompressor
 from ..model.prompts import DECODER_SYSTEM_PROMPT, ROUTING_SYSTEM_PROMPT, time_tag
 from ..synthetic import COLOURS, KINDS, Event, Question, SyntheticVideo, make_questions, occurrences
 from ..video import SamplingPlan, VideoInfo, uniform_plan
 from ..video.patches import PatchGeometry, model_frames, normalize, patchify
+from ..video.segments import VisionFeatures
 
 NATIVE_FPS = 4.0  # the rate the example mp4s are written at: sampling is emulated on it
 SEGMENT_FRAMES = 8

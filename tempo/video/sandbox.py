@@ -146,6 +146,7 @@ class Ring:
         results.put(SlotsMade(self.memory.name, slot_bytes))
 
     def send(self, results: queues.Queue[Message], segment: PreparedSegment) -> None:
+        assert segment.pixel_rows is not None  # a segment just decoded holds its pixels
         rows = segment.pixel_rows.numpy()
         if rows.nbytes > self.slots.shape[1]:  # a segment bigger than the first: by pipe
             results.put(PixelsSent(segment.index, None, rows, segment.grid, segment.thumbnail, segment.shown))
@@ -169,6 +170,7 @@ def _decode(path: str, sampling: SamplingConfig, geometry: PatchGeometry, limits
             probed, plan = video_plan(reader, sampling)
         results.put(Planned(probed, plan))
         for segment in prepare_segments(path, reader, plan, sampling, geometry, timer):
+            assert segment.pixel_rows is not None  # a segment just decoded holds its pixels
             ring = ring or Ring(results, free, segment.pixel_rows.numel())
             ring.send(results, segment)
         results.put(Done(dict(timer.totals)))

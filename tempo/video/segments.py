@@ -1,12 +1,13 @@
 """A video's segments as the compressor takes them: decoded, resized by the released chain and cut into patch rows,
-with a thumbnail each. A `Decoder` opens a file and yields them in order, in this process (`LocalDecoder`, on worker
-threads) or in a child process a server can kill (`sandbox.SandboxedDecoder`)."""
+with a thumbnail each, until the vision tower turns their pixels into features. A `Decoder` opens a file and yields
+them in order, in this process (`LocalDecoder`, on worker threads) or in a child process a server can kill
+(`sandbox.SandboxedDecoder`)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Protocol
 
@@ -28,19 +29,41 @@ THUMBNAIL_EDGE = 320
 
 
 @dataclass
+class VisionFeatures:
+    """Vision-tower output for one segment. It does not depend on the question, so it can be reused."""
+
+    embeds: torch.Tensor  # [tokens, d_s], merged 2x2 patch features
+    deepstack: list[torch.Tensor]  # one [tokens, d_s] per deepstack layer
+    grid: tuple[int, int, int]  # (t, h, w) in patches
+
+
+@dataclass
 class PreparedSegment:
-    """One segment's compressor-ready pixels plus what the UI shows for it: its sharpest sampled frame (`shown`, its
-    position among the segment's frames) as a thumbnail."""
+    """One segment as the compressor takes it, plus what the UI shows for it: its sharpest sampled frame (`shown`,
+    its position among the segment's frames) as a thumbnail. It holds its pixels until the vision tower has read
+    them, then their features instead (`encoded`): never both, so a cached segment costs one of them."""
 
     index: int
-    pixel_rows: torch.Tensor  # uint8 [patches, C * temporal_patch * patch * patch]
+    pixel_rows: torch.Tensor | None  # uint8 [patches, C * temporal_patch * patch * patch]; None once encoded
     grid: tuple[int, int, int]
     thumbnail: np.ndarray
     shown: int = 0
+    vision: VisionFeatures | None = None
+
+    def __post_init__(self) -> None:
+        if (self.pixel_rows is None) == (self.vision is None):
+            raise ValueError("a prepared segment holds either its pixel rows or their vision features")
+
+    def encoded(self, vision: VisionFeatures) -> PreparedSegment:
+        """This segment with `vision` in place of its pixels."""
+        return replace(self, pixel_rows=None, vision=vision)
 
     @property
     def nbytes(self) -> int:
-        return self.thumbnail.nbytes + self.pixel_rows.numel() * self.pixel_rows.element_size()
+        tensors = [] if self.pixel_rows is None else [self.pixel_rows]
+        if self.vision is not None:
+            tensors += [self.vision.embeds, *self.vision.deepstack]
+        return self.thumbnail.nbytes + sum(t.numel() * t.element_size() for t in tensors)
 
 
 def sharpest(frames: np.ndarray) -> int:
