@@ -64,9 +64,10 @@ def record() -> None:
     from tempo.config import RunConfig
     from tempo.engine import answer
     from tempo.model import from_pretrained
+    from tempo.settings import with_settings
 
     model = from_pretrained(device="cpu")
-    config = RunConfig().with_settings({"max_new_tokens": 4}, model.spec)
+    config = with_settings(RunConfig(), {"max_new_tokens": 4}, model.spec)
     found = []
     for example in located_examples():
         finished = answer(model, str(ROOT / "examples" / example["video"]), example["question"], config)
