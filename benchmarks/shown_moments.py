@@ -22,7 +22,7 @@ from pathlib import Path
 from tempo.eval.grounding import load_observations
 from tempo.moments import Moment, find_moments
 from tempo.synthetic.world import generate_video
-from tempo.train.evaluate import questions_of
+from tempo.train.eval_videos import questions_of
 
 ROOT = Path(__file__).resolve().parent.parent
 OBSERVED = [ROOT / "experiments" / "moments" / f"{name}-observations.jsonl" for name in ("tuning", "heldout")]
