@@ -36,7 +36,8 @@ from benchmarks.gpu import aoti_env, aoti_probe, ceilings, cold_call, compiled, 
 from benchmarks.gpu.checkpoint import TEMPLATE, TEMPO_6B, TINY, Shapes, parameter_count, write_checkpoint
 from benchmarks.gpu.report import HEADLINE, headline, verdicts
 from tempo.config import SamplingConfig
-from tempo.conformance import BF16_RTOL, check_set
+from tempo.conformance import check_set
+from tempo.conformance.report import BF16_RTOL
 from tempo.model import TempoModel, from_pretrained
 from tempo.model.int8 import packed_kernel, quantize_model
 
