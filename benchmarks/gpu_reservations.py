@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from demo.device import COST, ZEROGPU, GpuCost, gpu_seconds
-from tempo.config import RunConfig, SamplingConfig, setting_named
+from tempo.config import RunConfig, SamplingConfig
 from tempo.engine import Job
 from tempo.events import Compression, VideoProbed
+from tempo.settings import setting_named, with_settings
 from tempo.timing import Timer
 from tempo.video import open_video, segment_ranges
 from tempo.video.segments import video_plan
@@ -70,7 +71,7 @@ def reservations(probed: VideoProbed, plan) -> dict[str, str]:
     """'reserved / used' seconds per kind of request, before and after."""
 
     def seconds(answers: int, compressed: bool, max_new_tokens: int) -> str:
-        config = RunConfig().with_settings({"max_new_tokens": max_new_tokens})
+        config = with_settings(RunConfig(), {"max_new_tokens": max_new_tokens})
         known = Compression("q", probed, plan) if compressed else None
         job = Job("q", probed, plan, config.micro_batch, (config,) * answers, Timer(), compression=known)
         used = COST.used(job.to_compress, answers, ANSWER_TOKENS * answers)

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import torch
 
-from tempo.conformance import MARKUP, Case, _base_dir
+from tempo.conformance.checks import MARKUP
+from tempo.conformance.fixtures import Case, base_dir
 from tempo.engine.steps import compress_batch, encode_batch, micro_batches
 from tempo.model import TempoModel, from_pretrained
 from tempo.model.int8 import quantize
@@ -33,7 +34,7 @@ ROUNDED = {"decoder": ("decoder.lm.model",), "decoder_and_compressor": ("decoder
 
 
 def load(dtype: torch.dtype, parts: tuple[str, ...] = ()) -> TempoModel:
-    model = from_pretrained(FIXTURES / "tempo", base=_base_dir(str(FIXTURES)), device="cpu", dtype=dtype)
+    model = from_pretrained(FIXTURES / "tempo", base=base_dir(str(FIXTURES)), device="cpu", dtype=dtype)
     for part in parts:
         quantize(model.get_submodule(part))
     return model
@@ -65,7 +66,7 @@ def case_logits(model: TempoModel, case: Case) -> torch.Tensor:
 
 
 def usable(case: Case) -> bool:
-    """The cases whose prompt is built as recorded (conformance.check_case leaves the others out too); each is
+    """The cases whose prompt is built as recorded (conformance.checks.check_case leaves the others out too); each is
     decoded on its recorded allocation."""
     return bool(case.query.strip()) and not any(token in case.query for token in MARKUP)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from tempo.eval.grounding import load_observations
 from tempo.moments import Moment, find_moments
 from tempo.synthetic.generation import generate_video
-from tempo.train.evaluate import questions_of
+from tempo.train.eval_videos import questions_of
 
 ROOT = Path(__file__).resolve().parent.parent
 OBSERVED = [ROOT / "experiments" / "moments" / f"{name}-observations.jsonl" for name in ("tuning", "heldout")]
@@ -64,9 +64,10 @@ def record() -> None:
     from tempo.config import RunConfig
     from tempo.engine import answer
     from tempo.model import from_pretrained
+    from tempo.settings import with_settings
 
     model = from_pretrained(device="cpu")
-    config = RunConfig().with_settings({"max_new_tokens": 4}, model.spec)
+    config = with_settings(RunConfig(), {"max_new_tokens": 4}, model.spec)
     found = []
     for example in located_examples():
         finished = answer(model, str(ROOT / "examples" / example["video"]), example["question"], config)

@@ -207,7 +207,7 @@ class Device:
 
     @property
     def place(self) -> str | None:
-        """Where the model runs, for the settings table's defaults that depend on it (`tempo.config.PLACES`)."""
+        """Where the model runs, for the settings table's defaults that depend on it (`tempo.settings.PLACES`)."""
         return "zero_gpu" if self.remote else None
 
 

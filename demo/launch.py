@@ -24,6 +24,7 @@ from tempo.engine import warm_up_decoding
 from tempo.errors import TempoError
 from tempo.model import TempoModel, from_pretrained
 from tempo.render.style import FONTS, MONO_FONTS
+from tempo.settings import limits_from_env
 
 from .hosts import HostCheck, host_rule
 from .layout import build_demo
@@ -69,7 +70,7 @@ def serve(model: TempoModel, limits: Limits | None = None, **kwargs: Any) -> gr.
     tune_malloc()  # before Gradio starts its worker threads
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     # no visitor's file can take it down; the page says how the model's weights are held
-    limits = replace(limits or Limits.from_env(), isolate_decoding=True, int8=model.int8)
+    limits = replace(limits or limits_from_env(), isolate_decoding=True, int8=model.int8)
     warm_up_decoding()  # the decoding processes' fork server, started before the first request needs it
     demo = build_demo(model, limits)
     kwargs.setdefault("mcp_server", importlib.util.find_spec("mcp") is not None)  # the tools, where gradio[mcp] is
@@ -105,14 +106,14 @@ def load_model() -> TempoModel:
     on_a_space = bool(os.environ.get("SPACE_ID"))  # Hugging Face sets it in every Space
     with_a_gpu = SpacesConfig.zero_gpu or torch.cuda.is_available()
     name = os.environ.get("TEMPO_MODEL") or (SPACE_MODEL if on_a_space and with_a_gpu else None)
-    return from_pretrained(name, base=os.environ.get("TEMPO_BASE") or None, int8=Limits.from_env().int8)
+    return from_pretrained(name, base=os.environ.get("TEMPO_BASE") or None, int8=limits_from_env().int8)
 
 
 def main() -> None:
     """`python app.py`: read the limits, load the model once, serve."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:  # $TEMPO_MAX_QUESTION_CHARS, $TEMPO_MAX_UPLOAD_MB, $TEMPO_MAX_DURATION_MIN; then the model
-        limits = Limits.from_env()
+        limits = limits_from_env()
         model = load_model()
     except TempoError as exc:  # e.g. a malformed limit or no such checkpoint: one line, not a traceback
         raise SystemExit(f"error: {exc}") from None

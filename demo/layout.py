@@ -11,10 +11,11 @@ from typing import Any
 
 import gradio as gr
 
-from tempo.config import Limits, setting_named
+from tempo.config import Limits
 from tempo.model import TempoModel
 from tempo.render.progress import RunProgress
 from tempo.render.timeline import timeline_figure
+from tempo.settings import limits_from_env, setting_named
 
 from . import api, handlers, live_api, live_layout, tools
 from .html import CLIP_PICKER_JS, MOMENT_JS, PICKER_JS, TURN_PICKER_JS, header_html
@@ -294,8 +295,8 @@ def tool_endpoints(server: Server) -> None:
 
 
 def build_demo(model: TempoModel, limits: Limits | None = None) -> gr.Blocks:
-    """The page around `model`; `limits` guard every request (default: from the environment, see Limits)."""
-    server = Server(model, limits or Limits.from_env())
+    """The page around `model`; `limits` guard every request (default: from the environment, see `limits_from_env`)."""
+    server = Server(model, limits or limits_from_env())
     with gr.Blocks(title="Tempo · long-video QA", analytics_enabled=False, delete_cache=(1800, 3600)) as demo:
         gr.HTML(header_html(model))
         with gr.Row(equal_height=False):

@@ -26,6 +26,7 @@ from tempo.errors import InputError, TempoError
 from tempo.events import Compressed, Compression, Event, Finished
 from tempo.model import TempoModel
 from tempo.render.report import Asked, Truth, write_report
+from tempo.settings import with_settings
 from tempo.synthetic import Question, is_correct
 from tempo.times import quoted, seconds_given
 from tempo.video.clip import Clip, cut_clip
@@ -153,9 +154,9 @@ class Server:
         """A request's raw values checked (settings by the table, the question, then the file by `visitor_video`)
         and made the engine's Request (one answer); `every_token` keeps every memory token whatever the strategy
         says."""
-        config = RunConfig(limits=self.limits).with_settings(values, self.model.spec)
+        config = with_settings(RunConfig(limits=self.limits), values, self.model.spec)
         if every_token:
-            config = config.with_settings({"strategy": Strategy.OFF.value})
+            config = with_settings(config, {"strategy": Strategy.OFF.value})
         config, question = checked(self.model, question, config)
         return Request(self.visitor_video(video), question, config)
 
@@ -205,7 +206,7 @@ class Server:
 
     def compare(self, request: Request, others: Mapping[str, object]) -> Comparison:
         """The request's allocation and another (`others`: the compared settings' values) of one compression."""
-        other = request.config.with_settings(others, self.model.spec)
+        other = with_settings(request.config, others, self.model.spec)
         first, second = results(self.run(request, Answers.COMPARED, other))
         before, after = [s.tokens or 0 for s in first.segments], [s.tokens or 0 for s in second.segments]  # allocated
         return Comparison(first, second, (label(request.config, first.budget), label(other, second.budget)),

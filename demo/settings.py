@@ -1,4 +1,4 @@
-"""The page's controls, made from the settings table (`tempo.config.SETTINGS`): a slider for a range, a switch for
+"""The page's controls, made from the settings table (`tempo.settings.SETTINGS`): a slider for a range, a switch for
 a yes/no, a choice for a list. The API's parameters are these controls, named after their settings."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ from typing import Any
 
 import gradio as gr
 
-from tempo.config import PAGE, PLACES, SERVER, Limits, RunConfig, Setting, setting_named, settings
+from tempo.config import Limits, RunConfig
 from tempo.model import CheckpointSpec
+from tempo.settings import PAGE, PLACES, SERVER, Setting, setting_named, settings
 
 COMPARED = ("strategy", "budget", "k_min", "truncation")  # what the other side of a comparison may change
 OTHER = "other_"  # a comparison's other side: other_strategy, other_budget, ...

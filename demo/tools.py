@@ -12,11 +12,11 @@ from typing import Any
 
 import gradio as gr
 
-from tempo.config import setting_named
 from tempo.errors import TempoError
 from tempo.events import Event, Segment, SegmentCompressed
 from tempo.moments import find_moments
 from tempo.render.progress import RunProgress
+from tempo.settings import setting_named
 
 from .api import looked_at
 from .handover import HOW

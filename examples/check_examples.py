@@ -14,6 +14,7 @@ import time
 
 from demo.server import load_examples
 from tempo import RunConfig, answer, from_pretrained
+from tempo.settings import with_settings
 
 log = logging.getLogger("check_examples")
 
@@ -25,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     model = from_pretrained(args.model)
-    config = RunConfig().with_settings({}, model.spec)
+    config = with_settings(RunConfig(), {}, model.spec)
     rows = []
     for example in load_examples():
         started = time.perf_counter()

@@ -1,11 +1,11 @@
 """Many (video, question) jobs from a JSON Lines file: one model load, resumable, one result line per job.
 
 Each input line is an object with `id`, `video` (absolute, or relative to the input file) and `question`, and
-optionally per-job settings (the settings table's batch keys: `config.settings(BATCH)`). Any other field (`family`,
-`expected`, ...) is copied to the job's result. A result line is the CLI's `--json` object plus `id`, `video` and
-`question`, or `{"id", "error"}` when the job fails; the batch goes on. Results are appended as each job ends, so an
-interrupted batch resumes where it stopped: a second run with the same output skips the ids already answered and
-retries the ones that failed.
+optionally per-job settings (the settings table's batch keys: `tempo.settings.settings(BATCH)`). Any other field
+(`family`, `expected`, ...) is copied to the job's result. A result line is the CLI's `--json` object plus `id`,
+`video` and `question`, or `{"id", "error"}` when the job fails; the batch goes on. Results are appended as each job
+ends, so an interrupted batch resumes where it stopped: a second run with the same output skips the ids already
+answered and retries the ones that failed.
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from .config import BATCH, RunConfig, settings
+from .config import RunConfig
 from .engine import VideoCache, run
 from .errors import InputError, TempoError
 from .model import CheckpointSpec, TempoModel
 from .render.progress import RunProgress
 from .render.report import Asked, write_report
 from .render.terminal import ProgressLine
+from .settings import BATCH, settings, with_settings
 
 RESULT_KEYS = ("id", "video", "question")
 BAR = 24  # characters of a batch's progress bar
@@ -129,7 +130,7 @@ def _line_id(line: str, number: int) -> str:
 
 def job_config(job: BatchJob, base: RunConfig, spec: CheckpointSpec) -> RunConfig:
     """`base` with the job's own settings, checked by the settings table for this checkpoint."""
-    return base.with_settings(job.settings, spec)
+    return with_settings(base, job.settings, spec)
 
 
 def pending_jobs(jobs: Jobs, output: Path) -> Jobs:

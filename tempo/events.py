@@ -10,6 +10,7 @@ import torch
 
 from .config import RunConfig
 from .moments import Moment, answer_interval, asks_interval, find_moments
+from .settings import summary
 from .video.sampling import SamplingPlan, VideoProbed
 
 
@@ -160,7 +161,7 @@ class Finished:
             "duration": self.video.duration,
             "timings": self.timings,
             "timings_alongside": list(self.alongside),
-            "settings": self.config.summary(self.budget),
+            "settings": summary(self.config, self.budget),
             "history_used": self.history_used,
             "history_dropped": self.history_dropped,
             "zoom": self.zoom.to_dict() if self.zoom else None,

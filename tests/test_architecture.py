@@ -26,8 +26,8 @@ FACE_MAX_NAMES = 15
 # rendering, analysis), the model it loads, the synthetic world's grading of the shipped examples, and the cutter of
 # a moment's clip.
 DEMO_MAY_ENTER = ("tempo.engine", "tempo.allocation", "tempo.analysis", "tempo.render", "tempo.events", "tempo.errors",
-                  "tempo.moments", "tempo.config", "tempo.times", "tempo.model", "tempo.synthetic", "tempo.live",
-                  "tempo.fetch", "tempo.video.clip")
+                  "tempo.moments", "tempo.config", "tempo.settings", "tempo.times", "tempo.model", "tempo.synthetic",
+                  "tempo.live", "tempo.fetch", "tempo.video.clip")
 # Lowest first. A module may import from its own layer or any layer below, never above.
 LAYERS = [
     ["tempo.errors", "tempo.timing", "tempo.synthetic", "tempo.command_line", "tempo.paths"],
@@ -35,6 +35,7 @@ LAYERS = [
     ["tempo.allocation"],
     ["tempo.moments"],
     ["tempo.config"],
+    ["tempo.settings"],
     ["tempo.video"],
     ["tempo.events"],
     ["tempo.model"],

@@ -20,10 +20,11 @@ from demo.launch import serve as launch
 from demo.server import Server
 from demo.settings import server_settings
 from demo.stores import UploadStore
-from tempo.config import SERVER, Limits, settings
+from tempo.config import Limits
 from tempo.engine import VideoCache
 from tempo.engine.steps import VideoKey
 from tempo.errors import InputError
+from tempo.settings import SERVER, limits_from_env, settings
 
 MB = 2**20
 
@@ -49,26 +50,26 @@ def test_each_cap_is_a_server_setting_read_from_its_variable(monkeypatch):
     monkeypatch.setenv("TEMPO_CACHE_MB", "64")
     monkeypatch.setenv("TEMPO_SESSIONS", "20")
     monkeypatch.setenv("TEMPO_ALLOWED_HOSTS", "lab-box")
-    limits = Limits.from_env()
+    limits = limits_from_env()
     assert (limits.cache_mb, limits.sessions, limits.allowed_hosts) == (64, 20, "lab-box")
     assert limits.uploads_mb == Limits.uploads_mb == 10240 and limits.cache_questions == 8
     monkeypatch.setenv("TEMPO_UPLOADS_MB", "0")
     with pytest.raises(InputError, match=r"^TEMPO_UPLOADS_MB: Upload folder 0 is less than minimum 1"):
-        Limits.from_env()
+        limits_from_env()
 
 
 def test_a_renamed_setting_still_reads_its_old_variable_with_a_warning(monkeypatch, caplog):
     monkeypatch.delenv("TEMPO_LIVE_RECENT_MIN", raising=False)
     monkeypatch.setenv("TEMPO_LIVE_WINDOW_MIN", "3")
-    with caplog.at_level("WARNING", logger="tempo.config"):
-        assert Limits.from_env().live_recent_min == 3
+    with caplog.at_level("WARNING", logger="tempo.settings"):
+        assert limits_from_env().live_recent_min == 3
     assert "TEMPO_LIVE_WINDOW_MIN is the old name of TEMPO_LIVE_RECENT_MIN" in caplog.text
     monkeypatch.setenv("TEMPO_LIVE_WINDOW_MIN", "0")
     with pytest.raises(InputError, match=r"^TEMPO_LIVE_WINDOW_MIN: "):  # the error names the variable that was set
-        Limits.from_env()
+        limits_from_env()
     monkeypatch.setenv("TEMPO_LIVE_RECENT_MIN", "7")  # the new name wins, without a warning
     caplog.clear()
-    assert Limits.from_env().live_recent_min == 7 and "old name" not in caplog.text
+    assert limits_from_env().live_recent_min == 7 and "old name" not in caplog.text
 
 
 def test_the_cache_keeps_each_videos_latest_questions_only():
@@ -138,7 +139,7 @@ def test_the_upload_folder_loses_its_oldest_files_first(tmp_path):
 
 def test_the_app_trims_its_uploads_and_keeps_few_sessions(fixtures, tmp_path, monkeypatch):
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path))
-    limits = replace(Limits.from_env(), uploads_mb=1, sessions=3)
+    limits = replace(limits_from_env(), uploads_mb=1, sessions=3)
     with contextlib.redirect_stdout(sys.stderr):
         demo = launch(load_app_model(fixtures), limits, server_name="127.0.0.1", server_port=free_port(),
                       prevent_thread_lock=True, quiet=True)

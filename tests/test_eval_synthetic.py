@@ -6,20 +6,12 @@ import numpy as np
 import pytest
 
 from tempo.synthetic import ALL_FAMILIES, FAMILIES, Question, generate_video, make_questions
-from tempo.train.eval_tables import format_outside
+from tempo.train.eval_report import STRATEGIES, SWEEP_FRACTIONS, margin, outside_video, paired_bootstrap
+from tempo.train.eval_run import evaluate, graded
+from tempo.train.eval_tables import format_outside, format_table
+from tempo.train.eval_videos import questions_of
 from tempo.train.eval_zoom import zoom_record, zoom_report
-from tempo.train.evaluate import (
-    STRATEGIES,
-    SWEEP_FRACTIONS,
-    evaluate,
-    format_table,
-    graded,
-    main,
-    margin,
-    outside_video,
-    paired_bootstrap,
-    questions_of,
-)
+from tempo.train.evaluate import main
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,8 @@ import copy
 import pytest
 import torch
 
-from tempo.conformance import Report, check_case
+from tempo.conformance.checks import check_case
+from tempo.conformance.report import Report
 from tempo.model.fused_norms import FusedRMSNorm, fuse_norms
 
 CASES = ("tiny_3frames_equal",)

@@ -9,7 +9,7 @@ import copy
 import pytest
 import torch
 
-from tempo.conformance import BF16_RTOL
+from tempo.conformance.report import BF16_RTOL
 from tempo.model import int8
 from tempo.model.fused_step import FusedLayers
 from tempo.model.modeling import save_pretrained

@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch import nn
 
-from tempo.conformance import BF16_RTOL
+from tempo.conformance.report import BF16_RTOL
 from tempo.model.int8 import LEVELS, Int8Linear, quantize, quantize_model
 
 
@@ -89,7 +89,7 @@ def test_quantize_skips_by_qualified_name_and_quantize_model_sums_its_parts():
 @pytest.fixture(scope="module")
 def logits(tmp_path_factory):
     from benchmarks.int8_deviation import case_logits, load
-    from tempo.conformance import Case
+    from tempo.conformance.fixtures import Case
     from tempo.model import from_pretrained
     from tests.conftest import ROOT
 

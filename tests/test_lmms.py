@@ -17,7 +17,7 @@ from lmms_eval.api.instance import Instance  # noqa: E402  (importable once temp
 import tempo
 from tempo.errors import InputError
 from tempo.integrations import lmms  # without the extra this fails, naming its install command (`make` has it)
-from tempo.train.evaluate import write_jobs
+from tempo.train.eval_videos import write_jobs
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow

@@ -31,8 +31,8 @@ from gradio_client.utils import QueueError
 from demo import layout
 from demo.launch import serve as launch
 from tempo import cli
-from tempo.config import Limits
 from tempo.engine import accelerator
+from tempo.settings import limits_from_env
 from tempo.video import DecordReader
 
 pytestmark = pytest.mark.slow
@@ -296,6 +296,6 @@ if __name__ == "__main__":  # the load test's server: python tests/test_load.py 
     # Each upload of the same video is a new file to the per-video cache (its mtime changes), so with the default
     # 2 GiB bound the cache would grow by one entry per request for a long time. A small bound fills during the
     # warm-up, so the memory check measures the steady state, cache included.
-    with serve(model, replace(Limits.from_env(), cache_mb=CACHE_MB)) as url:
+    with serve(model, replace(limits_from_env(), cache_mb=CACHE_MB)) as url:
         print(url, flush=True)
         sys.stdin.read()

@@ -159,10 +159,11 @@ def test_a_time_range_samples_only_that_part_and_keeps_the_videos_own_times(fixt
     from tempo.config import RunConfig
     from tempo.render.progress import RunProgress
     from tempo.render.timeline import timeline_figure
+    from tempo.settings import validate, with_settings
     from tempo.video import open_video, plan_sampling
 
     video = fixtures / "videos" / "shapes_40s_320x240.mp4"
-    config = RunConfig().with_settings({"start": "0:10", "end": 30})
+    config = with_settings(RunConfig(), {"start": "0:10", "end": 30})
     finished = tempo.answer(fixture_model, video, "What moves?", config)
     assert finished.video.window == (10.0, 30.0) and len(finished.segments) == 5  # 20 s at 2 fps in 8-frame segments
     assert finished.segments[0].start == pytest.approx(10.0) and finished.segments[-1].end == pytest.approx(30.0)
@@ -173,6 +174,6 @@ def test_a_time_range_samples_only_that_part_and_keeps_the_videos_own_times(fixt
     assert plan.model_times(0, 8)[0] == pytest.approx(10.0)  # the compressor is told the video's own times
     assert plan.tag_time(0) == pytest.approx(12.0)
     with pytest.raises(tempo.InputError, match=r"starts at 01:00, after the video ends \(00:40\.0\)"):
-        tempo.answer(fixture_model, video, "What moves?", RunConfig().with_settings({"start": "1:00"}))
+        tempo.answer(fixture_model, video, "What moves?", with_settings(RunConfig(), {"start": "1:00"}))
     with pytest.raises(tempo.InputError, match=r"ends \(00:20\) before it starts \(00:30\)"):
-        RunConfig().with_settings({"start": 30, "end": 20}).validate()
+        validate(with_settings(RunConfig(), {"start": 30, "end": 20}))

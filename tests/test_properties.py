@@ -21,12 +21,13 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tempo.allocation import STRATEGIES, TRUNCATIONS, allocate, check_budget, reduce_memory
-from tempo.config import AllocationConfig, GenerationConfig, Limits, RunConfig, SamplingConfig, setting_named
+from tempo.config import AllocationConfig, GenerationConfig, RunConfig, SamplingConfig
 from tempo.engine import check_question
 from tempo.errors import InputError, VideoError
 from tempo.model import CheckpointSpec
 from tempo.model.prompts import compressor_prompt_ids, decoder_prompt_ids, frame_group_times, time_tag
 from tempo.model.tokenizer import TextTokenizer
+from tempo.settings import limits_from_env, setting_named, validate
 from tempo.video import VideoInfo, fast_seek_plan, sample_frame_indices, segment_ranges, uniform_plan
 from tempo.video.stream import segment_stream
 
@@ -201,7 +202,7 @@ def test_budget_check_agrees_with_allocation(segments, k_max, k_min, budget, str
     config = RunConfig(allocation=AllocationConfig(budget=budget, k_min=k_min, strategy=strategy))
     highest = setting_named("budget").maximum
     try:
-        config.validate(CheckpointSpec("test", num_memory_tokens=k_max))  # the settings, against the checkpoint
+        validate(config, CheckpointSpec("test", num_memory_tokens=k_max))  # the settings, against the checkpoint
         check_budget(segments, budget, strategy)  # then the budget, against the video
     except InputError as error:
         assert k_min > k_max or not 1 <= budget <= highest or (strategy in ("ata", "uniform") and budget < segments), \
@@ -240,7 +241,7 @@ def test_settings_validate_or_explain(max_frames, budget, k_min, strategy, trunc
                   and strategy in STRATEGIES and truncation in TRUNCATIONS and whole(new_tokens, 1, 2048)
                   and number(temperature, 0, 2) and number(top_p, 0.01, 1))
     try:
-        config.validate()
+        validate(config)
     except InputError as error:
         assert not acceptable, f"refused settings the table allows: {error}"
         assert str(error).endswith(").") or "choose one of" in str(error)
@@ -267,7 +268,7 @@ def test_settings_outside_the_table_are_refused(field, value):
                        allocation=AllocationConfig(k_min=values["k_min"], strategy=values["strategy"]),
                        generation=GenerationConfig(temperature=values["temperature"], top_p=values["top_p"]))
     with pytest.raises(InputError, match=setting_named(field).label):
-        config.validate()
+        validate(config)
 
 
 env_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12)
@@ -280,7 +281,7 @@ def test_limits_from_any_environment_or_a_clear_error(value, name):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(name, value)
         try:
-            limits = Limits.from_env()
+            limits = limits_from_env()
         except InputError as error:
             assert f"{name}=" in str(error) and "is not a number" in str(error) or \
                 f"{name} must be a positive number" in str(error)

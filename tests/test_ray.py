@@ -18,7 +18,7 @@ import pytest
 from tempo import cli
 from tempo.errors import InputError
 from tempo.integrations import MissingExtra, ray_batch, require
-from tempo.train.evaluate import write_jobs
+from tempo.train.eval_videos import write_jobs
 
 pytestmark = pytest.mark.slow
 

@@ -27,6 +27,7 @@ from media import MEDIA
 import tempo
 from demo.launch import serve as launch
 from tempo import cli
+from tempo.settings import limits_from_env
 
 QUESTION = "What moves across the screen?"
 FAST = ["--max-new-tokens", "4"]
@@ -427,7 +428,7 @@ def test_limits_must_be_positive_numbers(monkeypatch, value):
 
     monkeypatch.setenv("TEMPO_MAX_DURATION_MIN", value)
     with pytest.raises(tempo.InputError, match="TEMPO_MAX_DURATION_MIN must be a positive number"):
-        tempo.Limits.from_env()
+        limits_from_env()
 
 
 @pytest.mark.parametrize("name, value, video, question, message, step", LIMIT_CASES,
@@ -436,7 +437,7 @@ def test_library_checks_limits_before_the_first_event(monkeypatch, fixture_model
                                                       value, video, question, message, step):
     monkeypatch.setenv(name, value)
     monkeypatch.setattr(step, expensive)
-    config = tempo.RunConfig(limits=tempo.Limits.from_env())
+    config = tempo.RunConfig(limits=limits_from_env())
     events = tempo.run(fixture_model, big_file if video == "big" else hostile_media[video], question, config)
     with pytest.raises(tempo.InputError, match=message.replace(".", r"\.")):
         next(events)

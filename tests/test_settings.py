@@ -1,4 +1,4 @@
-"""Every setting is declared once, in tempo.config's table, and every surface is made from it: the page's controls
+"""Every setting is declared once, in tempo.settings' table, and every surface is made from it: the page's controls
 (and so the API's parameters), the command line's flags and the batch jobs' keys, with one default, one range and
 one message for each mistake."""
 
@@ -14,8 +14,10 @@ import pytest
 import tempo
 from demo.layout import build_demo
 from demo.server import Server
-from tempo import batch, cli, config
-from tempo.config import BATCH, CLI, PAGE, RunConfig, Setting, setting_named, settings
+from tempo import batch, cli
+from tempo import settings as table
+from tempo.config import RunConfig
+from tempo.settings import BATCH, CLI, PAGE, Setting, setting_named, settings
 
 EXAMPLE = "examples/synthetic-900001-2min.mp4"
 SEED = Setting("seed", "allocation", int, "Seed", "which segments the random strategy keeps", 0, 1000)
@@ -123,7 +125,7 @@ def holding(setting: Setting, value: object) -> RunConfig:
 
 
 def test_a_setting_added_to_the_table_appears_on_every_surface(tiny, monkeypatch):
-    monkeypatch.setattr(config, "SETTINGS", (*config.SETTINGS, SEED))
+    monkeypatch.setattr(table, "SETTINGS", (*table.SETTINGS, SEED))
     parameters, controls = page(tiny)
     assert parameters["seed"]["parameter_default"] == 0 == SEED.default()
     assert (controls["Seed"].minimum, controls["Seed"].maximum, controls["Seed"].value) == (0, 1000, 0)

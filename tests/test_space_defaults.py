@@ -11,9 +11,10 @@ from types import SimpleNamespace
 import pytest
 
 from demo.device import COST, ZEROGPU, Device, GpuCost
-from tempo.config import RunConfig, setting_named
+from tempo.config import RunConfig
 from tempo.engine.accelerator import micro_batch
 from tempo.errors import InputError
+from tempo.settings import setting_named, validate, with_settings
 
 
 def test_the_deploy_guide_states_the_quota_the_space_reserves_under():
@@ -76,12 +77,12 @@ def test_the_micro_batch_depends_on_the_device_and_the_cpu_keeps_four():
     on = {kind: micro_batch(SimpleNamespace(device=SimpleNamespace(type=kind)), RunConfig().micro_batch)
           for kind in ("cpu", "cuda", "mps")}
     assert on == {"cpu": 4, "cuda": 16, "mps": 4}
-    chosen = RunConfig().with_settings({"micro_batch": 2})
+    chosen = with_settings(RunConfig(), {"micro_batch": 2})
     assert micro_batch(SimpleNamespace(device=SimpleNamespace(type="cuda")), chosen.micro_batch) == 2
-    RunConfig().validate()
+    validate(RunConfig())
     assert setting.check(None) is None
     with pytest.raises(InputError, match="Micro-batch 0 is less than minimum 1"):
-        RunConfig().with_settings({"micro_batch": 0})
+        with_settings(RunConfig(), {"micro_batch": 0})
     assert "default 4 on a CPU, 16 on CUDA" in setting.describe()
 
 

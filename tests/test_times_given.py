@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tempo.config import setting_named
 from tempo.errors import InputError
+from tempo.settings import setting_named
 from tempo.times import LATEST_S, seconds_given
 
 LABEL = "The clip's end"

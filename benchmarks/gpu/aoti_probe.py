@@ -178,7 +178,7 @@ def load_and_run(name: str, directory: Path, sizes: str, layers: int, device: st
     difference = ((out.float() - reference.float()).norm() / reference.float().norm()).item()
     # `spaces`' loader checks no shape: a wrong cache would be read out of bounds
     refused = None if variant.loader == "spaces" else wrong_cache_refused(steps[0], hidden, cos, sin, slot, keys)
-    tolerance = 5e-2 if device == "cuda" else 1e-4  # bf16 (tempo.conformance.BF16_RTOL) or float32 in another order
+    tolerance = 5e-2 if device == "cuda" else 1e-4  # bf16 (conformance.report.BF16_RTOL) or float32 in another order
     return {"loaded": True, "load_s": round(loaded, 3), "first_run_s": round(first_s, 3),
             "relative_difference": difference, "output_norm": out.float().norm().item(),
             "within_tolerance": difference <= tolerance,

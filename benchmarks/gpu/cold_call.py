@@ -29,8 +29,8 @@ import torch
 import torch.multiprocessing as mp
 
 from benchmarks.gpu import runs, weight_pack
-from tempo.config import setting_named
 from tempo.model import TempoModel
+from tempo.settings import setting_named
 
 log = logging.getLogger("gpu-check")
 WAIT_S = 600.0  # the longest the worker may take to answer before it is stopped

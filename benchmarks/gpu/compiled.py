@@ -19,7 +19,7 @@ import torch
 from benchmarks.gpu import aoti_env, runs
 from benchmarks.gpu.aoti_probe import Variant
 from benchmarks.gpu.fast_paths import static_steps
-from tempo.conformance import BF16_RTOL
+from tempo.conformance.report import BF16_RTOL
 from tempo.model import TempoModel
 from tempo.model.compiled_decoding import CompiledLayers, build
 from tempo.model.fused_step import FusedLayers

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import torch
 
 from benchmarks.gpu import operations, runs
-from tempo.conformance import BF16_RTOL
+from tempo.conformance.report import BF16_RTOL
 from tempo.events import Compression
 from tempo.model import TempoModel
 from tempo.model.fused_step import FusedLayers

@@ -13,7 +13,8 @@ import torch
 from benchmarks.gpu import aoti_env, aoti_probe, ceilings, cold_call, compiled, fast_paths, runs
 from benchmarks.gpu.checkpoint import TEMPLATE, parameter_count, write_checkpoint
 from benchmarks.gpu.record import Check, Sizes
-from tempo.conformance import BF16_RTOL, check_set
+from tempo.conformance import check_set
+from tempo.conformance.report import BF16_RTOL
 from tempo.model import TempoModel, from_pretrained
 from tempo.model.int8 import packed_kernel, quantize_model
 

@@ -3,7 +3,7 @@ the verdicts, what the run shows to be wrong (the check exits 1 on any)."""
 
 from __future__ import annotations
 
-from tempo.conformance import BF16_RTOL
+from tempo.conformance.report import BF16_RTOL
 
 HEADLINE = ("device", "hour_seconds", "followup_seconds", "cold_call_seconds", "per_token_ms", "peak_memory_gb",
             "vision_mfu", "compressor_mfu", "prefill_mfu", "compressor_speedup", "conformance", "loader_cause",

@@ -11,9 +11,9 @@ from benchmarks.local_app import start_app
 
 def within_cache_cap(report: dict) -> dict:
     """The server's growth against its per-video cache's cap (the goal: within the cap + 10 %)."""
-    from tempo.config import Limits
+    from tempo.settings import limits_from_env
 
-    cap = Limits.from_env().cache_mb
+    cap = limits_from_env().cache_mb
     growth = report["main_rss_end_mb"] - report["main_rss_start_mb"]
     return {"cache_cap_mb": cap, "main_rss_growth_mb": growth, "main_rss_growth_within_cap": growth <= 1.1 * cap}
 

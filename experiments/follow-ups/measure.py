@@ -28,7 +28,7 @@ from tempo.engine import compress
 from tempo.model.prompts import Exchange, compressor_query
 from tempo.paths import cache_folder
 from tempo.synthetic import Question, make_questions, segment_relevance
-from tempo.train.evaluate import video_file
+from tempo.train.eval_videos import video_file
 
 RULES = ("alone", "always", "referring")
 REFERRING_FOLLOW_UP = "How many times does it appear?"

@@ -22,6 +22,7 @@ import torch
 
 import tempo
 from tempo.model import build_model
+from tempo.settings import with_settings
 from tempo.synthetic import generate_video
 from tempo.train.compose import Composer, build_pool, evaluation_allocation, train_composed, when_within_tolerance
 from tempo.train.paper import answer_loss
@@ -36,7 +37,7 @@ WEIGHTS = (1.0, 4.0, 1.0)  # needle, grounding, counting: v3 stage 5's
 def first_answers(directory: str, runs: int) -> dict:
     """Cold first answers on the 10-minute example: wall seconds, the pipeline's timings and the answer."""
     model = tempo.from_pretrained(directory, device="cpu")
-    config = tempo.RunConfig().with_settings({}, model.spec)
+    config = with_settings(tempo.RunConfig(), {}, model.spec)
     walls, finished = [], None
     for _ in range(runs):
         started = time.perf_counter()

@@ -28,7 +28,7 @@ from tempo.synthetic import INTERVAL_IOU, generate_video, named_seconds, tempora
 from tempo.train.compose import tag_answer
 from tempo.video import VideoInfo, uniform_plan
 
-FILE_FPS = 2.0  # the evaluation writes its mp4s at the rate it samples (evaluate.VIDEO_FPS)
+FILE_FPS = 2.0  # the evaluation writes its mp4s at the rate it samples (eval_videos.VIDEO_FPS)
 BINS = {(60, 120): "1-2 min", (120, 300): "2-5 min", (300, 512): "5-8.5 min (2 fps)", (512, 1200): "8.5-20 min",
         (1200, 2400): "20-40 min", (2400, 3600.1): "40-60 min"}
 RULES = ("segments", "union", "frames")

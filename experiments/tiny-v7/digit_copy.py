@@ -20,7 +20,7 @@ from tempo.config import AllocationConfig, GenerationConfig, RunConfig
 from tempo.engine import compress, reanswer
 from tempo.model import TempoModel, from_pretrained
 from tempo.model.prompts import decoder_prompt_ids, time_tag
-from tempo.train.evaluate import questions_of, video_file
+from tempo.train.eval_videos import questions_of, video_file
 
 log = logging.getLogger("digit_copy")
 CASES = ((750001, "interval"), (750081, "grounding"), (750081, "interval"))  # v6's acceptance, outside the video

@@ -25,7 +25,7 @@ from tempo.engine import compress
 from tempo.model import TempoModel, from_pretrained
 from tempo.synthetic import named_seconds, segment_relevance
 from tempo.train.compose import tag_answer
-from tempo.train.evaluate import questions_of, video_file
+from tempo.train.eval_videos import questions_of, video_file
 
 log = logging.getLogger("tag_probe")
 CASES = (750001, 750081)  # v6's acceptance videos whose interval answers named a time outside the video

@@ -12,7 +12,7 @@ from typing import TextIO
 
 from .. import batch as batch_module
 from .. import model as tempo_model
-from ..config import CLI, Limits, RunConfig, settings
+from ..config import Limits, RunConfig
 from ..engine import check_question, run
 from ..errors import InputError
 from ..events import AllocationDone, AnswerToken, Finished, SegmentCompressed, VideoProbed, Zoomed
@@ -23,6 +23,7 @@ from ..render.progress import RunProgress
 from ..render.report import Asked, write_report
 from ..render.terminal import ProgressLine
 from ..render.text import timings_text
+from ..settings import CLI, limits_from_env, settings, with_settings
 from ..times import clock, span
 
 BAR = " ▁▂▃▄▅▆▇█"
@@ -115,11 +116,11 @@ def run_config(args: argparse.Namespace, limits: Limits, spec: CheckpointSpec | 
     """The settings given on the command line over the library's defaults, checked for this checkpoint (without
     one, the ranges that do not depend on it)."""
     given = {s.name: getattr(args, s.name) for s in settings(CLI) if getattr(args, s.name) is not None}
-    return RunConfig(limits=limits).with_settings(given, spec)
+    return with_settings(RunConfig(limits=limits), given, spec)
 
 
 def ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    limits = Limits.from_env()
+    limits = limits_from_env()
     check_question(args.question, limits.max_question_chars)  # before the (slow) model load
     model = tempo_model.from_pretrained(args.model, base=args.base, device=args.device, dtype=args.dtype,
                                          int8=bool(args.int8) or limits.int8)
@@ -163,7 +164,7 @@ def ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def batch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Exit status 0 when every job is answered, 1 when some failed (their lines say why)."""
-    limits = Limits.from_env()
+    limits = limits_from_env()
     check_engine_options(args)
     jobs = batch_module.read_jobs(args.input)  # before the (slow) model load: a missing file is refused at once
     if args.engine == "ray":

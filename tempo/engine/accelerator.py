@@ -10,11 +10,12 @@ from collections.abc import Generator, Iterable, Iterator
 
 import torch
 
-from ..config import RunConfig, setting_named
+from ..config import RunConfig
 from ..errors import OutOfMemory
 from ..events import AllocationDone, AnswerToken, Compressed, Compression, Event, Finished, Segment, SegmentCompressed
 from ..model import TempoModel
 from ..model.prompts import segment_prompt_ids
+from ..settings import setting_named
 from ..timing import Timer
 from ..video import SamplingPlan
 from ..video.patches import normalize

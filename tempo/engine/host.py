@@ -18,6 +18,7 @@ from ..errors import InputError, TempoError, VideoError
 from ..events import Compressed, Compression, Event, Finished, Segment, SegmentCompressed, SegmentRead, VideoProbed
 from ..model import TempoModel
 from ..model.prompts import Exchange, compressor_query, history_within
+from ..settings import validate
 from ..times import length
 from ..timing import Timer
 from ..video import SamplingPlan, probe
@@ -49,7 +50,7 @@ def check_question(question: str, max_chars: int) -> str:
 def checked(model: TempoModel, question: str, config: RunConfig | None) -> tuple[RunConfig, str]:
     """The run's config (default: the library's) and question, both refused early with a message if unusable."""
     config = config or RunConfig()
-    config.validate(model.spec)
+    validate(config, model.spec)
     return config, check_question(question, config.limits.max_question_chars)
 
 
@@ -248,7 +249,7 @@ def reanswer(model: TempoModel, compression: Compression, config: RunConfig, que
              history: Sequence[Exchange] = ()) -> Finished:
     """Allocate and answer `compression` again under `config` (its sampling must be the compression's): the
     question it was compressed for, or another one, after `history` where the checkpoint reads earlier turns."""
-    config.validate(model.spec)
+    validate(config, model.spec)
     _, dialogue = conversation_turn(model, compression.query if question is None else question, history)
     with out_of_memory_as_error():
         *_, finished = respond(model, compression, config, Timer(), dialogue)

@@ -13,7 +13,7 @@ import numpy as np
 from ..command_line import run_alone
 from ..errors import InputError
 from ..synthetic import Question, generate_video
-from ..train.evaluate import check_seeds, questions_of, video_file
+from ..train.eval_videos import check_seeds, questions_of, video_file
 from .formats import CLIP_SECONDS, SALIENCY_MAX, Annotation, write_charades, write_qvhighlights
 
 FAMILIES = ("needle", "grounding", "interval")  # the questions whose evidence is where the answer is

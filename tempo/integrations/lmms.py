@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 from tqdm import tqdm
 
-from ..config import CLI, Limits, RunConfig, Zoom, settings
+from ..config import RunConfig, Zoom
 from ..engine import VideoCache, answer
 from ..errors import InputError, TempoError
 from ..events import Finished
 from ..model import TempoModel, from_pretrained
 from ..model.modeling import DTYPES
+from ..settings import CLI, limits_from_env, settings, with_settings
 from . import missing_extra
 
 try:
@@ -67,7 +68,7 @@ def parse_model_args(args: Mapping[str, object]) -> ModelArgs:
     if load.get("dtype", "float32") not in DTYPES:
         raise InputError(f"dtype must be one of {', '.join(DTYPES)} (got {load['dtype']!r}).")
     chosen = {key: value for key, value in args.items() if key in names}
-    RunConfig().with_settings(chosen)  # refused before the (slow) load; the checkpoint's own ranges come after it
+    with_settings(RunConfig(), chosen)  # refused before the (slow) load; the checkpoint's own ranges come after it
     return ModelArgs(**load, settings=chosen)
 
 
@@ -109,7 +110,7 @@ def request_config(base: RunConfig, kwargs: Mapping[str, object], model: TempoMo
               if kwargs.get(name) is not None}
     if kwargs.get("do_sample") is False:
         chosen["temperature"] = 0.0  # greedy, whatever temperature the task also names
-    return base.with_settings(chosen, model.spec)
+    return with_settings(base, chosen, model.spec)
 
 
 def stop_strings(kwargs: Mapping[str, Any]) -> tuple[str, ...]:
@@ -144,8 +145,8 @@ class Tempo(lmms):
         device, self.accelerator = placement(args.device)
         self.model = from_pretrained(args.pretrained, base=args.base, device=device, dtype=args.dtype)
         # The paper's numbers come from one pass over the whole video: zoom only where a run asks for it.
-        self.config = RunConfig(limits=Limits.from_env(), zoom=Zoom.OFF.value).with_settings(args.settings,
-                                                                                            self.model.spec)
+        self.config = with_settings(RunConfig(limits=limits_from_env(), zoom=Zoom.OFF.value), args.settings,
+                                    self.model.spec)
         self.cache = VideoCache()
         self.allocation_log = Path(args.allocation_log) if args.allocation_log else None
         if self.accelerator is not None:

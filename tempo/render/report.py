@@ -23,6 +23,7 @@ from PIL import Image
 from plotly.offline import get_plotlyjs
 
 from ..events import Segment
+from ..settings import summary
 from ..times import clock, span
 from .gallery import highlights
 from .progress import RunProgress, headlines, key_frames
@@ -130,7 +131,7 @@ def report_section(asked: Asked) -> str:
     figure = asked.figure or timeline_figure(asked.run, truth.evidence if truth else ())
     timeline = pio.to_html(figure, include_plotlyjs=False, full_html=False, config={"displaylogo": False})
     settings = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
-                       for k, v in finished.config.summary(finished.budget).items())
+                       for k, v in summary(finished.config, finished.budget).items())
     numbers_html = "".join(f"<tr><th>{html.escape(row.value)}</th><td>{html.escape(row.label)}</td></tr>"
                            for row in headlines(finished))
     timings = timings_text(finished.timings, finished.alongside)
