@@ -1,5 +1,6 @@
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -7,6 +8,14 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 # The conformance fixtures ship in the repository; $TEMPO_FIXTURES points the tests at another set.
 FIXTURES = Path(os.environ.get("TEMPO_FIXTURES", ROOT / "tests" / "fixtures" / "conformance"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Each run its own upload folder, set before gradio is imported (some of its modules read it then): a server
+    trims its folder to its cap, and two runs sharing gradio's default folder delete each other's uploads."""
+    folder = tempfile.mkdtemp(prefix="tempo-test-uploads-")
+    os.environ["GRADIO_TEMP_DIR"] = folder
+    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
 SLOW_KINDS = ("browser", "load")  # markers whose tests belong to the slow tier
