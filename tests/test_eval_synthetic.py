@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tempo.synthetic import ALL_FAMILIES, FAMILIES, Question, generate_video, make_questions
-from tempo.train.eval_report import STRATEGIES, SWEEP_FRACTIONS, margin, outside_video, paired_bootstrap
+from tempo.train.eval_report import STRATEGIES, SWEEP_FRACTIONS, outside_video, paired_bootstrap
 from tempo.train.eval_run import evaluate, graded
 from tempo.train.eval_tables import format_outside, format_table
 from tempo.train.eval_videos import questions_of
@@ -162,7 +162,7 @@ def test_zoom_report_compares_like_with_like_by_length():
                           (0.0, 512.0) if w["duration"] > 1000 else None, w["duration"]) for w in whole]
     zoomed[2] = zoom_record(whole[2], Question("needle", "q", "a", ((900.0, 910.0),)), {"correct": True}, None,
                             2000.0)
-    result = zoom_report(zoomed, whole, "auto", margin)
+    result = zoom_report(zoomed, whole, "auto")
     assert result["zoomed"] == 2 and result["compressor_passes"] == {"no_zoom": 4, "zoom": 6}
     assert result["window_has_evidence"] == 1.0
     assert set(result["by_length"]) == {"up to 10 min", "30-60 min"}

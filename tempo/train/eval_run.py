@@ -17,7 +17,7 @@ from ..engine import compress, reanswer
 from ..events import Compression, Finished
 from ..model import TempoModel
 from ..synthetic import ALL_FAMILIES, TIMED_FAMILIES, Question, is_correct, names_time_outside, segment_relevance
-from .eval_report import STRATEGIES, SWEEP_FRACTIONS, SWEEP_STRATEGIES, Tally, margin, report_of
+from .eval_report import STRATEGIES, SWEEP_FRACTIONS, SWEEP_STRATEGIES, Tally, report_of
 from .eval_videos import check_seeds, questions_of, video_file
 from .eval_zoom import zoom_record, zoom_report, zoomed_answer
 
@@ -78,7 +78,7 @@ def evaluate(model: TempoModel, n: int, seed: int, budget: int | None, min_durat
                 "families": list(families), "zoom": zoom, "seconds": round(time.perf_counter() - started, 1)}
     report = report_of(tally, settings, k_min, sweep)
     if zoom != Zoom.OFF:
-        report["zoom"] = zoom_report(tally.outcomes[("zoom", zoom)], tally.outcomes[("ata", "head")], zoom, margin)
+        report["zoom"] = zoom_report(tally.outcomes[("zoom", zoom)], tally.outcomes[("ata", "head")], zoom)
     return report
 
 

@@ -4,7 +4,6 @@ video length, with the compressor passes each costs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -13,6 +12,7 @@ from ..config import AllocationConfig, RunConfig, Zoom
 from ..engine import answer
 from ..model import TempoModel
 from ..synthetic import ALL_FAMILIES, Question
+from .eval_report import margin
 
 LENGTHS = (("up to 10 min", 0.0, 600.0), ("10-30 min", 600.0, 1800.0), ("30-60 min", 1800.0, 3600.0 + 1e-6))
 
@@ -34,8 +34,7 @@ def zoom_record(whole: dict, question: Question, graded: dict, window: tuple[flo
     return whole | graded | {"zoomed": window is not None, "window_has_evidence": inside, "duration": duration}
 
 
-def zoom_report(zoomed: list[dict], whole: list[dict], mode: str,
-                margin: Callable[[list[dict], list[dict]], dict[str, float]]) -> dict:
+def zoom_report(zoomed: list[dict], whole: list[dict], mode: str) -> dict:
     """Zoom against ATA over the whole video on the same questions: accuracy per family by video length, "when"
     within tolerance, the answers outside the video, and the compressor passes (one per question, plus one per
     zoomed question)."""
