@@ -21,7 +21,7 @@ from tempo.engine import Request, check_file
 from tempo.errors import InputError, TempoError
 from tempo.events import AllocationDone, AnswerToken, Finished, SegmentCompressed, SegmentRead, VideoProbed, Zoomed
 from tempo.moments import shown
-from tempo.render.comparison import comparison_figure, sweep_figure
+from tempo.render.comparison import comparison_figure, sweep_heatmap
 from tempo.render.export import export
 from tempo.render.gallery import write_gallery
 from tempo.render.progress import RunProgress
@@ -259,7 +259,7 @@ def sweep_view(server: Server, video: object, question: str, **settings: object)
         rows.append([f"{finished.budget:,}" + (" (everything)" if everything else ""), f"{finished.tokens_used:,}",
                      answer_text(finished.answer), verdict(server, request, finished)])
     start, end = axis_of(last.video)
-    return {"plot": sweep_figure(last.segments, sweep, start=start, duration=end, k_max=last.k_max),
+    return {"plot": sweep_heatmap(last.segments, sweep, start=start, duration=end, k_max=last.k_max),
             "answers": rows}
 
 

@@ -51,7 +51,7 @@ def comparison_figure(segments: Sequence[Segment], before: Sequence[int], after:
     return page_layout(fig, 380, "comparison", barmode="overlay", bargap=0)
 
 
-def sweep_figure(segments: Sequence[Segment], sweep: Sequence[Finished], *, duration: float,
+def sweep_heatmap(segments: Sequence[Segment], sweep: Sequence[Finished], *, duration: float,
                  k_max: int, start: float = 0.0) -> go.Figure:
     """Tokens kept per segment (x: video time) at each budget of a sweep (y, smallest at the bottom)."""
     edges = [s.start for s in segments] + [segments[-1].end]

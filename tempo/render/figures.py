@@ -160,7 +160,7 @@ def fraction_label(fraction: float) -> str:
     return "1" if fraction >= 1 else f"1/{round(1 / fraction)}"
 
 
-def sweep_figure(report: dict) -> go.Figure:
+def accuracy_sweep_figure(report: dict) -> go.Figure:
     """An evaluation's budget sweep: accuracy, ATA's accuracy margin over uniform allocation with its 95%
     paired-bootstrap interval, localisation, and the share of the kept tokens that landed on the evidence."""
     sweep = report["budget_sweep"]
@@ -209,7 +209,7 @@ def write_png(fig: go.Figure, path: str | os.PathLike, html_done: str) -> None:
 
 def write_sweep_figure(report: dict, path: str | os.PathLike) -> None:
     """The budget sweep as a PNG at `path`, with the same figure as offline HTML beside it."""
-    fig = sweep_figure(report)
+    fig = accuracy_sweep_figure(report)
     html = Path(path).with_suffix(".html")
     pio.write_html(fig, html, include_plotlyjs=True, full_html=True, config={"displaylogo": False})
     write_png(fig, path, f"The budget sweep is in {html}")
