@@ -3,17 +3,20 @@ questions naming two objects (each named object must outrank the rest), needle i
 colour, and v6's stages left as they were."""
 
 import dataclasses
+import logging
+import os
 
 import numpy as np
 import pytest
 import torch
 
 from tempo.synthetic import COLOURS, KINDS, generate_video
-from tempo.train import blend_stages, compose_long, data, state
+from tempo.train import blend_stages, compose_long, data, state, two_objects
 from tempo.train.blend_stages import blend_samplers, stage_pools
 from tempo.train.compose import FAMILIES, Composed, names_off_tags
 from tempo.train.distractors import NeedleDistractors, distractor_segments, named_pair
 from tempo.train.localise import SegmentIndex, ranking_loss
+from tempo.train.loop import ProgressFile, Schedule
 from tempo.train.recipe import BlendStage, Recipe, RelevanceStage
 from tempo.train.staged import lineage, run_stage
 from tempo.train.two_objects import FORMS, two_object_list, two_object_loss
@@ -191,6 +194,76 @@ def test_stages_15_and_16_run_from_v6_s_state_file(tmp_path):
     curve = report["parts"]["blend"]["growth_curve"]
     assert [point["after_width"] for point in curve] == list(recipe.stage(16).widths)
     assert "short own video, uneven tags" in report["reading_before"]
+
+
+class CutOff(Exception):
+    """The process killed mid-stage."""
+
+
+@pytest.fixture()
+def one_thread():
+    """Ops this small on a shared 2-core machine: a second torch thread mostly waits for the first (this file's
+    stage test took 74 s with two and 20 s with one beside other work)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_cut_off_relevance_stage_goes_on_from_its_last_save_to_the_same_weights(tmp_path, monkeypatch, caplog):
+    # six updates of two lists each on six videos of 16 two-frame segments (a quarter of the vision tokens)
+    monkeypatch.setattr(data, "SEGMENT_FRAMES", 2)
+    recipe = Recipe(seed=5).scaled(0.001)
+    stages = tuple(dataclasses.replace(s, follows=14, steps=6, lists=2) if s.number == 15 else s
+                   for s in recipe.stages)
+    recipe = dataclasses.replace(recipe, stages=stages, max_frames=32, tuning_max_duration=60.0)
+    trained = []
+    real_finish, real_step = two_objects.finish, Schedule.step
+
+    def keep_trained(model, head, *args):
+        trained.append([p.detach().clone() for p in [*model.compressor.vlm.language_model.parameters(), head.weight]])
+        real_finish(model, head, *args)
+
+    def cut_off_at_update_3(schedule):
+        if schedule.step_index == 3:
+            raise CutOff
+        real_step(schedule)
+
+    def run(folder: str) -> dict:  # as run.sh runs it: from v6's state file, a save every 2 updates
+        return run_stage(15, recipe, str(tmp_path / folder / "stage.safetensors"), None, torch.device("cpu"), 2,
+                         source=str(V6_STATE))
+
+    monkeypatch.setattr(two_objects, "finish", keep_trained)
+    whole = run("whole")["parts"]["two objects"]
+    with monkeypatch.context() as cut:
+        cut.setattr(Schedule, "step", cut_off_at_update_3)
+        with pytest.raises(CutOff):
+            run("cut off")
+    progress = tmp_path / "cut off" / "stage-15-progress.pt"
+    assert progress.is_file() and len(trained) == 1  # the cut-off run never finished
+    with caplog.at_level(logging.INFO, logger=two_objects.__name__):
+        report = run("cut off")
+    assert "resumed at update 2 of 6" in caplog.text and report["parts"]["two objects"]["resumed_at"] == 2
+    assert report["parts"]["encode"]["read_from_file"] and (tmp_path / "cut off" / "stage-15-pools.pt").is_file()
+    assert not progress.exists()  # the stage finished
+    assert (whole["resumed_at"], whole["seconds_in_earlier_runs"]) == (None, 0.0)
+    assert report["parts"]["two objects"]["seconds_in_earlier_runs"] > 0
+    assert all(torch.equal(a, b) for a, b in zip(*trained, strict=True))
+    assert report["parts"]["two objects"]["losses"] == whole["losses"]
+    assert report["parts"]["two objects"]["anchors"] == whole["anchors"]
+
+
+def test_a_progress_file_saved_under_another_key_is_not_gone_on_from(tmp_path, caplog):
+    path = str(tmp_path / "stage-15-progress.pt")
+    ProgressFile(path, {"stage": 15, "weights": "abc"}).save({"updates": 50})
+    assert ProgressFile(path, {"stage": 15, "weights": "abc"}).read() == {"key": {"stage": 15, "weights": "abc"},
+                                                                          "updates": 50}
+    with caplog.at_level(logging.INFO):
+        assert ProgressFile(path, {"stage": 15, "weights": "def"}).read() is None
+    assert "starting over" in caplog.text
+    ProgressFile(path, {}).remove()
+    assert ProgressFile(path, {}).read() is None and not os.listdir(tmp_path)
 
 
 @pytest.mark.parametrize("number", [16, 17])

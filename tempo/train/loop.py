@@ -1,11 +1,13 @@
-"""What every training stage shares: the optimiser's schedule, progress lines, the answer loss, and a faster patch
-embedding for training on a CPU."""
+"""What every training stage shares: the optimiser's schedule, progress lines, the file a loop's progress is saved to
+so that a cut-off run goes on from it, the answer loss, and a faster patch embedding for training on a CPU."""
 
 from __future__ import annotations
 
 import logging
 import math
+import os
 import time
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -37,18 +39,36 @@ class Schedule:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
 
+    def state_dict(self) -> dict:
+        """The parameters it updates, the optimiser's state and how far along the schedule it is."""
+        return {"params": [p.detach() for group in self.optimizer.param_groups for p in group["params"]],
+                "optimizer": self.optimizer.state_dict(), "step_index": self.step_index}
+
+    def load_state_dict(self, saved: dict) -> None:
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        with torch.no_grad():
+            for param, value in zip(params, saved["params"], strict=True):
+                param.copy_(value)
+        self.optimizer.load_state_dict(saved["optimizer"])
+        self.step_index = saved["step_index"]
+
 
 class Progress:
     def __init__(self, stage: str, steps: int, every: int):
         self.stage, self.steps, self.every = stage, steps, every
         self.started = time.perf_counter()
+        self.earlier_seconds = 0.0  # of the runs cut off before this one went on from their progress file
         self.average: float | None = None
         self.losses: list[float] = []
+
+    def line_due(self, step: int) -> bool:
+        """Whether a progress line follows this update (0-based)."""
+        return (step + 1) % self.every == 0 or step + 1 == self.steps
 
     def update(self, step: int, loss: float) -> None:
         self.average = loss if self.average is None else 0.95 * self.average + 0.05 * loss
         self.losses.append(round(loss, 5))
-        if (step + 1) % self.every == 0 or step + 1 == self.steps:
+        if self.line_due(step):
             elapsed = time.perf_counter() - self.started
             log.info("%-8s step %4d/%d  loss %.4f  %5.0fs elapsed, %5.0fs left", self.stage, step + 1, self.steps,
                      self.average, elapsed, elapsed / (step + 1) * (self.steps - step - 1))
@@ -56,6 +76,43 @@ class Progress:
     def summary(self) -> dict:
         return {"seconds": round(time.perf_counter() - self.started, 1), "final_loss": self.average,
                 "losses": self.losses[::max(1, len(self.losses) // 100)]}
+
+    def state_dict(self) -> dict:
+        return {"average": self.average, "losses": list(self.losses), "seconds": time.perf_counter() - self.started}
+
+    def load_state_dict(self, saved: dict) -> None:
+        """Go on from `saved`; elapsed seconds then count the earlier runs' too (up to their last save)."""
+        self.average, self.losses = saved["average"], list(saved["losses"])
+        self.earlier_seconds = saved["seconds"]
+        self.started = time.perf_counter() - saved["seconds"]
+
+
+@dataclass(frozen=True)
+class ProgressFile:
+    """Where a stage's training loop saves how far it got, and the key (recipe, stage, starting weights) a saved
+    file must hold for a run to go on from it."""
+
+    path: str
+    key: dict
+
+    def save(self, saved: dict) -> None:
+        """Whole or not at all: a run cut off while writing leaves the file before."""
+        torch.save({"key": self.key} | saved, self.path + ".partial")
+        os.replace(self.path + ".partial", self.path)
+
+    def read(self) -> dict | None:
+        """What was saved under this key; None when nothing was, or when the file is another run's."""
+        if not os.path.isfile(self.path):
+            return None
+        saved = torch.load(self.path, weights_only=True)
+        if saved.get("key") != self.key:
+            log.info("progress in %s was saved by another recipe, stage or starting state; starting over", self.path)
+            return None
+        return saved
+
+    def remove(self) -> None:
+        if os.path.isfile(self.path):
+            os.remove(self.path)
 
 
 def use_linear_patch_embed(compressor: LocalCompressor) -> None:

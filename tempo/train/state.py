@@ -143,8 +143,18 @@ def cached_pools(path: str, key: dict, build: Callable[[], Any], rng: np.random.
 
 def compressor_digest(model: TempoModel) -> str:
     """A digest of the compressor's weights: the pools a stage builds are its memories."""
+    return weights_digest(model.compressor.state_dict())
+
+
+def starting_digest(model: TempoModel, head: nn.Linear) -> str:
+    """A digest of every weight a stage starts from, the base head's with them."""
+    return weights_digest(model.state_dict() | {HEAD_KEY: head.weight})
+
+
+def weights_digest(tensors: dict[str, torch.Tensor]) -> str:
+    """A digest of these tensors' names and values."""
     digest = hashlib.sha256()
-    for name, tensor in sorted(model.compressor.state_dict().items()):
+    for name, tensor in sorted(tensors.items()):
         digest.update(name.encode())
         digest.update(tensor.detach().cpu().float().numpy().tobytes())
     return digest.hexdigest()

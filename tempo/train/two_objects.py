@@ -10,7 +10,7 @@ import functools
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -24,10 +24,10 @@ from ..synthetic import COLOURS, generate_video, temporal_questions
 from . import data
 from .curriculum import set_relevance_direction, training_videos
 from .localise import LIST_SIZE, RankingList, SegmentIndex, draw_into, localisation_accuracy, ranking_loss
-from .loop import Progress, Schedule
+from .loop import Progress, ProgressFile, Schedule
 from .paper import compress_video
-from .recipe import TUNING_SEEDS, Recipe, RelevanceStage
-from .state import finish, resume
+from .recipe import TUNING_SEEDS, Recipe, RelevanceStage, shared_settings
+from .state import cached_pools, compressor_digest, finish, resume, starting_digest
 from .tiny import BASE_DIRNAME
 
 log = logging.getLogger(__name__)
@@ -118,10 +118,11 @@ def anchored_pass(model: TempoModel, frozen: LocalCompressor, direction: torch.T
 
 def train_two_objects(model: TempoModel, head: nn.Linear, frozen: LocalCompressor, videos: list[data.EncodedVideo],
                       steps: int, lists: int, lr: float, two_object_share: float, anchor_weight: float,
-                      rng: np.random.Generator, every: int) -> dict:
+                      rng: np.random.Generator, every: int, progress_file: ProgressFile) -> dict:
     """The compressor's language model and the base head on one- and two-object lists, each list's memory tokens
     anchored to `frozen` (the compressor as it was; its memory tokens' own parameters and the vision tower stay
-    frozen)."""
+    frozen). At every progress line the loop's state goes to `progress_file`, and a run finding one goes on from
+    it: the same updates as a run never cut off."""
     index = SegmentIndex(videos)
     tok = model.compressor_tokenizer
     yes, no = tok.token_id("Yes"), tok.token_id("No")
@@ -129,7 +130,15 @@ def train_two_objects(model: TempoModel, head: nn.Linear, frozen: LocalCompresso
     schedule = Schedule([{"params": params, "lr": lr}], steps)
     progress = Progress("two objects", steps, every)
     anchors: list[float] = []
-    for step in range(steps):
+    resumed_at = None
+    if (saved := progress_file.read()) is not None:
+        resumed_at, anchors = saved["updates"], list(saved["anchors"])
+        schedule.load_state_dict(saved["schedule"])
+        progress.load_state_dict(saved["progress"])
+        rng.bit_generator.state = saved["rng"]
+        torch.set_rng_state(saved["torch_rng"])
+        log.info("resumed at update %d of %d from %s", resumed_at, steps, progress_file.path)
+    for step in range(resumed_at or 0, steps):
         total = 0.0
         for _ in range(lists):
             direction = head.weight[yes] - head.weight[no]
@@ -149,8 +158,14 @@ def train_two_objects(model: TempoModel, head: nn.Linear, frozen: LocalCompresso
             anchors.append(anchor.item())
         schedule.step()
         progress.update(step, total)
+        if progress.line_due(step):  # every 50 updates by default; a save (5 MB) takes 0.01 s, an update 3 s
+            progress_file.save({"updates": step + 1, "schedule": schedule.state_dict(),
+                                "progress": progress.state_dict(), "anchors": anchors, "rng": rng.bit_generator.state,
+                                "torch_rng": torch.get_rng_state()})
+    # seconds: this run's, plus the earlier runs' up to their last save (the updates they lost after it are not)
     return progress.summary() | {"anchors": [round(a, 5) for a in anchors[::max(1, len(anchors) // 100)]],
-                                 "anchor_last_100": float(np.mean(anchors[-100:]))}
+                                 "anchor_last_100": float(np.mean(anchors[-100:])), "resumed_at": resumed_at,
+                                 "seconds_in_earlier_runs": round(progress.earlier_seconds, 1)}
 
 
 def two_object_localisation(model: TempoModel, videos: list[data.EncodedVideo]) -> dict:
@@ -200,11 +215,43 @@ def memory_drift(model: TempoModel, frozen: LocalCompressor, videos: list[data.E
 def train_relevance_stage(stage: RelevanceStage, recipe: Recipe, state_path: str, out_dir: str, device: torch.device,
                           every: int) -> dict:
     """Stage 1's and stage 2's videos as ranking lists, one- and two-object; read before and after: one-object
-    localisation and two-object localisation on the tuning videos, and how far the memory tokens moved."""
+    localisation and two-object localisation on the tuning videos, and how far the memory tokens moved. Beside the
+    state file: the encoded videos with the readings before, and the loop's progress until the stage ends, so a run
+    cut off and run again goes on where it was."""
     model, head, tokenizer, report, rng = resume(stage.number, recipe, state_path, out_dir, device,
                                                  follows=stage.follows)
     model.requires_grad_(False)
     head.requires_grad_(False)
+    frozen = copy.deepcopy(model.compressor).requires_grad_(False).eval()
+    folder = os.path.dirname(os.path.abspath(state_path))
+    pools_key = {"recipe": shared_settings(recipe), "stage": stage.number, "compressor": compressor_digest(model)}
+    progress_file = ProgressFile(os.path.join(folder, f"stage-{stage.number}-progress.pt"),
+                                 {"recipe": shared_settings(recipe), "stage": asdict(stage),
+                                  "weights": starting_digest(model, head)})
+    cached = cached_pools(os.path.join(folder, f"stage-{stage.number}-pools.pt"), pools_key,
+                          lambda: relevance_pools(model, frozen, recipe, rng), rng)
+    encoded, tuning = cached.pools["encoded"], cached.pools["tuning"]
+    report["parts"]["encode"] = {"seconds": cached.pools["encode_seconds"], "read_from_file": cached.read}
+    report["before"] = cached.pools["before"]
+    model.train()
+    model.compressor.vlm.language_model.requires_grad_(True)
+    head.requires_grad_(True)
+    report["parts"]["two objects"] = train_two_objects(model, head, frozen, encoded, stage.steps, stage.lists,
+                                                       stage.lr, stage.two_object_share, stage.anchor, rng, every,
+                                                       progress_file)
+    model.requires_grad_(False)
+    head.requires_grad_(False)
+    model.eval()
+    set_relevance_direction(model, head, out_dir, os.path.join(out_dir, BASE_DIRNAME))  # the head's new w_yes - w_no
+    report["after"] = relevance_readings(model, frozen, tuning)
+    finish(model, head, tokenizer, stage.number, state_path, out_dir)
+    progress_file.remove()
+    return report
+
+
+def relevance_pools(model: TempoModel, frozen: LocalCompressor, recipe: Recipe, rng: np.random.Generator) -> dict:
+    """The relevance stage's training and tuning videos encoded, the seconds that took, and the readings before
+    training: the stage's first 40 CPU-minutes at full scale, done once (`state.cached_pools`)."""
     started = time.perf_counter()
     videos = training_videos(recipe)
     encoded = data.encode_videos(model.compressor, videos["short"] + videos["medium"] + videos["long"],
@@ -212,21 +259,8 @@ def train_relevance_stage(stage: RelevanceStage, recipe: Recipe, state_path: str
     tuning = data.encode_videos(model.compressor, [
         generate_video(TUNING_SEEDS + i, min_duration=60, max_duration=recipe.tuning_max_duration)
         for i in range(recipe.tuning_videos)], recipe.max_frames, model.geometry, rng)
-    report["parts"]["encode"] = {"seconds": round(time.perf_counter() - started, 1)}
-    frozen = copy.deepcopy(model.compressor).requires_grad_(False).eval()
-    report["before"] = relevance_readings(model, frozen, tuning)
-    model.train()
-    model.compressor.vlm.language_model.requires_grad_(True)
-    head.requires_grad_(True)
-    report["parts"]["two objects"] = train_two_objects(model, head, frozen, encoded, stage.steps, stage.lists,
-                                                       stage.lr, stage.two_object_share, stage.anchor, rng, every)
-    model.requires_grad_(False)
-    head.requires_grad_(False)
-    model.eval()
-    set_relevance_direction(model, head, out_dir, os.path.join(out_dir, BASE_DIRNAME))  # the head's new w_yes - w_no
-    report["after"] = relevance_readings(model, frozen, tuning)
-    finish(model, head, tokenizer, stage.number, state_path, out_dir)
-    return report
+    return {"encoded": encoded, "tuning": tuning, "encode_seconds": round(time.perf_counter() - started, 1),
+            "before": relevance_readings(model, frozen, tuning)}
 
 
 def relevance_readings(model: TempoModel, frozen: LocalCompressor, tuning: list[data.EncodedVideo]) -> dict:
