@@ -43,9 +43,10 @@ test-slow: $(STAMP) $(ENGINES) browser
 
 # What CI runs (.ci/run): lint and types, then the slow tier beside the fast tier and the matrix. A third of the slow
 # tier's time is waiting (live streams in real time, the browser, servers starting), which the other two fill; the
-# slow tier's output is printed when it ends. (make -j2 would not start the slow tier first.)
+# slow tier's output is printed when it ends. (make -j2 would not start the slow tier first.) Each side gets one
+# torch thread: two threads apiece on two cores spin while waiting for each other.
 test-all: check $(ENGINES) browser
-	@log=$$(mktemp); $(MAKE) --no-print-directory test-slow > $$log 2>&1 & slow=$$!; \
+	@export OMP_NUM_THREADS=1; log=$$(mktemp); $(MAKE) --no-print-directory test-slow > $$log 2>&1 & slow=$$!; \
 	$(MAKE) --no-print-directory test matrix; others=$$?; \
 	wait $$slow; slow_status=$$?; echo "--- the slow tier:"; cat $$log; rm -f $$log; \
 	[ $$others = 0 ] && [ $$slow_status = 0 ]
