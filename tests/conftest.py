@@ -16,6 +16,11 @@ def pytest_configure(config: pytest.Config) -> None:
     folder = tempfile.mkdtemp(prefix="tempo-test-uploads-")
     os.environ["GRADIO_TEMP_DIR"] = folder
     config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+    threads = os.environ.get("TEMPO_TEST_TORCH_THREADS")
+    if threads:  # `make test-all` runs two tiers side by side, each on one core
+        import torch
+
+        torch.set_num_threads(int(threads))
 
 
 SLOW_KINDS = ("browser", "load")  # markers whose tests belong to the slow tier
