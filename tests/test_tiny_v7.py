@@ -107,6 +107,18 @@ def test_a_two_object_list_labels_every_segment_showing_either_object():
         assert len(ranking.segments) == len(set(ranking.segments)) == 16
 
 
+def test_videos_too_short_to_fill_a_list_are_refused_rather_than_drawn_from_for_ever():
+    square, diamond = ("square", "red"), ("diamond", "purple")
+    video = [set() for _ in range(10)]
+    video[2], video[7] = {square}, {diamond}
+    index = index_of([video])  # 10 segments in all: a list of 16 can never be filled
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="Only 10 segments .* a list needs 16: train on more or longer videos"):
+        index.sample(rng)
+    with pytest.raises(ValueError, match="Only 10 segments"):
+        two_object_list(index, rng)
+
+
 def test_each_named_object_must_outrank_the_segments_showing_neither():
     labels_first = (True, True, False, False, False, False)
     labels_second = (False, False, True, False, False, False)

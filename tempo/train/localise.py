@@ -38,6 +38,15 @@ def draw_into(chosen: list[tuple[int, int]], candidates: list[tuple[int, int]], 
         chosen.append(fresh[int(j)])
 
 
+def top_up(chosen: list[tuple[int, int]], with_event: list[tuple[int, int]], rng: np.random.Generator) -> None:
+    """Fills `chosen` to LIST_SIZE with segments showing an object in any video (a very short video's list)."""
+    if len(set(chosen).union(with_event)) < LIST_SIZE:
+        raise ValueError(f"Only {len(set(chosen).union(with_event))} segments of these videos can fill a ranking "
+                         f"list, and a list needs {LIST_SIZE}: train on more or longer videos.")
+    while len(chosen) < LIST_SIZE:
+        draw_into(chosen, [with_event[int(rng.integers(len(with_event)))]], 1, rng)
+
+
 @dataclass(frozen=True)
 class Target:
     """What a question asks about: a kind, and a colour unless the question asks for the colour."""
@@ -105,8 +114,7 @@ class SegmentIndex:
         add([c for c in self.by_kind[kind] if c[0] != v], 2)
         add([c for c in self.by_colour[colour] if c[0] != v], 2)
         add([(v, j) for j in range(len(shown))], LIST_SIZE - len(chosen))
-        while len(chosen) < LIST_SIZE:  # a very short video: fill from the others
-            add([self.with_event[int(rng.integers(len(self.with_event)))]], 1)
+        top_up(chosen, self.with_event, rng)
         if absent and any(target.shown(self.shown[a][b]) for a, b in chosen):
             return self.sample(rng)
         labels = [target.shown(self.shown[a][b]) for a, b in chosen]

@@ -23,7 +23,7 @@ from ..model.prompts import segment_prompt_ids
 from ..synthetic import COLOURS, generate_video, temporal_questions
 from . import data
 from .curriculum import set_relevance_direction, training_videos
-from .localise import LIST_SIZE, RankingList, SegmentIndex, draw_into, localisation_accuracy, ranking_loss
+from .localise import LIST_SIZE, RankingList, SegmentIndex, draw_into, localisation_accuracy, ranking_loss, top_up
 from .loop import Progress, ProgressFile, Schedule
 from .paper import compress_video
 from .recipe import TUNING_SEEDS, Recipe, RelevanceStage, shared_settings
@@ -77,8 +77,7 @@ def two_object_list(index: SegmentIndex, rng: np.random.Generator) -> TwoObjectL
         add([c for c in index.by_kind[kind] if c[0] != v], 1)
         add([c for c in index.by_colour[colour] if c[0] != v], 1)
     add([(v, j) for j in range(len(shown))], LIST_SIZE - len(chosen))
-    while len(chosen) < LIST_SIZE:  # a very short video: fill from the others
-        add([index.with_event[int(rng.integers(len(index.with_event)))]], 1)
+    top_up(chosen, index.with_event, rng)
     each = tuple(tuple(pair in index.shown[a][b] for a, b in chosen) for pair in pairs)
     labels = [any(shows) for shows in zip(*each)]
     return TwoObjectList(RankingList(two_object_question(pairs, rng), chosen, labels), each)
