@@ -72,6 +72,17 @@ def test_widths_grow_phase_by_phase_and_revisit_earlier_ones():
     assert set(widths[110:]) == {1, 4, 16} and widths[110:].count(16) > 55
 
 
+def test_widths_from_a_saved_step_are_those_a_run_never_cut_off_draws():
+    rng = np.random.default_rng(0)
+    whole = width_schedule((1, 4, 16), (10, 100, 100), rng)
+    drawn = [next(whole) for _ in range(150)]
+    saved = rng.bit_generator.state  # as a save after update 150 keeps it
+    drawn += list(whole)
+    rng = np.random.default_rng(1)
+    rng.bit_generator.state = saved
+    assert list(width_schedule((1, 4, 16), (10, 100, 100), rng, 150)) == drawn[150:]
+
+
 def test_stage_four_mixes_whole_videos_with_fresh_tags_and_composed_inputs(composer):
     real = [item(20, "global", 7, 0, set(range(7)), 20.0), item(21, "grounding", 9, 5, {5}, 21.0)]
     rng = np.random.default_rng(1)

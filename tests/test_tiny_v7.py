@@ -254,7 +254,7 @@ def test_a_cut_off_relevance_stage_goes_on_from_its_last_save_to_the_same_weight
             run("cut off")
     progress = tmp_path / "cut off" / "stage-15-progress.pt"
     assert progress.is_file() and len(trained) == 1  # the cut-off run never finished
-    with caplog.at_level(logging.INFO, logger=two_objects.__name__):
+    with caplog.at_level(logging.INFO, logger="tempo.train"):
         report = run("cut off")
     assert "resumed at update 2 of 6" in caplog.text and report["parts"]["two objects"]["resumed_at"] == 2
     assert report["parts"]["encode"]["read_from_file"] and (tmp_path / "cut off" / "stage-15-pools.pt").is_file()
@@ -264,6 +264,52 @@ def test_a_cut_off_relevance_stage_goes_on_from_its_last_save_to_the_same_weight
     assert all(torch.equal(a, b) for a, b in zip(*trained, strict=True))
     assert report["parts"]["two objects"]["losses"] == whole["losses"]
     assert report["parts"]["two objects"]["anchors"] == whole["anchors"]
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_cut_off_blend_stage_goes_on_from_its_last_save_to_the_same_weights(tmp_path, monkeypatch, caplog):
+    # three phases of two updates, a save every 2: the cut at update 5 goes on from update 4, which is also the
+    # second phase's last, so its growth-curve point and the second phase's widths drawn so far come from the file
+    monkeypatch.setattr(blend_stages, "READ_WIDTHS", (16,))
+    recipe = Recipe(seed=5).scaled(0.001)
+    stages = tuple(dataclasses.replace(s, follows=14, widths=(16, 24, 32), steps=(2, 2, 2)) if s.number == 16 else s
+                   for s in recipe.stages)
+    recipe = dataclasses.replace(recipe, stages=stages, blend_max_duration=60.0, blend_held_out=1,
+                                 blend_eval_inputs=1)
+    state_path = str(tmp_path / "stage.safetensors")
+    trained = []
+    real_finish, real_step = blend_stages.finish, Schedule.step
+
+    def keep_trained(model, *args):
+        trained.append([p.detach().clone() for p in model.decoder.parameters()])
+        real_finish(model, *args)
+
+    def cut_off_at_update_5(schedule):
+        if schedule.step_index == 4:
+            raise CutOff
+        real_step(schedule)
+
+    def run() -> dict:  # from v6's state file (stage 14) each time, a save every 2 updates
+        return run_stage(16, recipe, state_path, None, torch.device("cpu"), 2, source=str(V6_STATE))
+
+    monkeypatch.setattr(blend_stages, "finish", keep_trained)
+    whole = run()["parts"]["blend"]  # its pools stay in the folder: the runs after it read them
+    progress = tmp_path / "stage-16-progress.pt"
+    assert not progress.exists()
+    with monkeypatch.context() as cut:
+        cut.setattr(Schedule, "step", cut_off_at_update_5)
+        with pytest.raises(CutOff):
+            run()
+    assert progress.is_file() and len(trained) == 1  # the cut-off run never finished
+    with caplog.at_level(logging.INFO, logger="tempo.train"):
+        report = run()["parts"]["blend"]
+    assert "resumed at update 4 of 6" in caplog.text and report["resumed_at"] == 4
+    assert not progress.exists()  # the stage finished
+    assert (whole["resumed_at"], whole["seconds_in_earlier_runs"]) == (None, 0.0)
+    assert report["seconds_in_earlier_runs"] > 0
+    assert all(torch.equal(a, b) for a, b in zip(*trained, strict=True))
+    assert report["losses"] == whole["losses"] and report["growth_curve"] == whole["growth_curve"]
+    assert [point["step"] for point in report["growth_curve"]] == [2, 4, 6]
 
 
 def test_a_progress_file_saved_under_another_key_is_not_gone_on_from(tmp_path, caplog):

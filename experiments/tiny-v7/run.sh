@@ -1,10 +1,10 @@
 #!/bin/sh
 # v7's stages 15-17, resumable (rerun this): a stage whose log (outputs/tiny-v7/stage-N.json) exists is skipped,
 # the others run in order, each from the state the one before left. Stage 15 starts from v6's shipped stage 12,
-# whose state file is in git history (98815db); a blend stage's pools are saved beside the state file, so a stage
-# cut off mid-way compresses its videos once. Stage 15 saves its encoded videos and readings before training the
-# same way, and its training loop's progress at every progress line (stage-15-progress.pt, gone when the stage
-# ends), so a cut-off stage 15 goes on from its last save. CPU time of each stage goes to its log (/usr/bin/time).
+# whose state file is in git history (98815db). Stage 15's encoded videos and readings before training, and a
+# blend stage's pools, are saved beside the state file, so a stage cut off mid-way compresses its videos once; each
+# stage also saves its training loop's progress at every progress line (stage-N-progress.pt, gone when the stage
+# ends), so a cut-off stage goes on from its last save. CPU time of each stage goes to its log (/usr/bin/time).
 cd "$(dirname "$0")/../.." || exit 1
 export OMP_NUM_THREADS=2 PYTHONPATH=.
 PYTHON=${PYTHON:-.venv/bin/python}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -19,8 +19,9 @@ from ..synthetic import TEMPORAL_FAMILIES, SyntheticVideo, generate_video
 from .compose import FAMILIES, Composer, PoolItem, Sampler, build_pool, copy_accuracy, train_composed
 from .compose_long import Blend, GlobalComposer, GlobalItem, OwnVideo, VideoTags, build_long_pool
 from .distractors import NeedleDistractors
+from .loop import ProgressFile
 from .recipe import TRAINING_SEEDS, BlendStage, Recipe, shared_settings
-from .state import cached_pools, compressor_digest, finish, resume, short_pools, short_training_videos
+from .state import cached_pools, compressor_digest, finish, resume, short_pools, short_training_videos, starting_digest
 from .uneven_tags import UnevenTags
 
 log = logging.getLogger(__name__)
@@ -157,13 +158,19 @@ def blend_reading(model: TempoModel, held_out: dict[str, Sampler], per_width: in
 
 def train_blend_stage(stage: BlendStage, recipe: Recipe, state_path: str, out_dir: str, device: torch.device,
                       every: int) -> dict:
-    """The decoder (grown to the size the stage gives) on the stage's blend, in its phases."""
+    """The decoder (grown to the size the stage gives) on the stage's blend, in its phases. Beside the state file:
+    the stage's pools, and the loop's progress until the stage ends, so a run cut off and run again goes on where
+    it was."""
     model, head, tokenizer, report, rng = resume(stage.number, recipe, state_path, out_dir, device, stage.layers,
                                                  stage.decoder, stage.follows)
     model.requires_grad_(False)
     report["decoder_layers"] = len(model.decoder.lm.model.layers)
     report["decoder_width"] = model.decoder.lm.config.hidden_size
-    pools_path = os.path.join(os.path.dirname(os.path.abspath(state_path)), f"stage-{stage.number}-pools.pt")
+    folder = os.path.dirname(os.path.abspath(state_path))
+    progress_file = ProgressFile(os.path.join(folder, f"stage-{stage.number}-progress.pt"),
+                                 {"recipe": shared_settings(recipe), "stage": asdict(stage),
+                                  "weights": starting_digest(model, head)})
+    pools_path = os.path.join(folder, f"stage-{stage.number}-pools.pt")
     cached = cached_pools(pools_path, pools_key(recipe, stage, model),
                           lambda: stage_pools(model, recipe, stage, rng), rng)
     blend, held_out = blend_samplers(cached.pools, recipe, stage)
@@ -186,7 +193,9 @@ def train_blend_stage(stage: BlendStage, recipe: Recipe, state_path: str, out_di
     model.train()
     model.decoder.requires_grad_(True)
     report["parts"]["blend"] = train_composed(model, training, stage.widths, stage.steps, 4, stage.lr,
-                                               recipe.copy_ata_share, rng, every, read=read)
+                                               recipe.copy_ata_share, rng, every, read=read,
+                                               progress_file=progress_file)
     log.info("growth curve: %s", report["parts"]["blend"]["growth_curve"])
     finish(model, head, tokenizer, stage.number, state_path, out_dir)
+    progress_file.remove()
     return report

@@ -25,7 +25,7 @@ from ..config import GenerationConfig
 from ..model import TempoModel
 from ..synthetic import TEMPORAL_FAMILIES, Question, SyntheticVideo, is_correct, named_seconds, temporal_questions
 from . import data
-from .loop import Progress, Schedule
+from .loop import Progress, ProgressFile, Schedule
 from .paper import K_MIN, answer_loss, compress_video, training_allocation
 
 FAMILIES = ("needle", "grounding", "counting")
@@ -189,25 +189,32 @@ class Mixture:
         return self.composer.sample(width, rng)
 
 
-def width_schedule(widths: tuple[int, ...], steps: tuple[int, ...], rng: np.random.Generator) -> Iterator[int]:
-    """Per step, the width to train on: mostly the phase's own, sometimes an earlier one (so no skill fades)."""
-    for phase, (width, count) in enumerate(zip(widths, steps)):
-        for _ in range(count):
-            yield width if phase == 0 or rng.random() < 0.7 else widths[int(rng.integers(phase))]
+def width_schedule(widths: tuple[int, ...], steps: tuple[int, ...], rng: np.random.Generator,
+                   start: int = 0) -> Iterator[int]:
+    """Per step from `start`, the width to train on: mostly the phase's own, sometimes an earlier one (so no skill
+    fades). Steps before `start` draw nothing: a loop going on from a save has `rng` as it stood there."""
+    phases = [phase for phase, (_, count) in enumerate(zip(widths, steps)) for _ in range(count)]
+    for phase in phases[start:]:
+        yield widths[phase] if phase == 0 or rng.random() < 0.7 else widths[int(rng.integers(phase))]
 
 
 def train_composed(model: TempoModel, composer: Sampler, widths: tuple[int, ...],
                    steps: tuple[int, ...],
                    batch: int, lr: float, ata_share: float, rng: np.random.Generator, every: int,
                    held_out: Composer | None = None, eval_inputs: int = 40,
-                   read: Callable[[TempoModel], dict] | None = None) -> dict:
+                   read: Callable[[TempoModel], dict] | None = None,
+                   progress_file: ProgressFile | None = None) -> dict:
     """The decoder (and projector) on composed inputs (`composer`: anything with `sample`); after each phase, the
-    growth curve: `read(model)`, or the copy accuracy on `held_out`."""
+    growth curve: `read(model)`, or the copy accuracy on `held_out`. With `progress_file`, the loop is saved there
+    at every progress line and goes on from a save it finds: the same updates as a run never cut off."""
     k_max = model.spec.num_memory_tokens
     total = sum(steps)
     schedule = Schedule([{"params": list(model.decoder.parameters()), "lr": lr}], total)
     progress = Progress("compose", total, every)
-    curve = []
+    curve: list[dict] = []
+    resumed_at = None
+    if progress_file is not None and (saved := progress_file.go_on(schedule, progress, rng)) is not None:
+        resumed_at, curve = saved["updates"], list(saved["growth_curve"])
     ends = dict(zip(np.cumsum(steps).tolist(), widths))  # last step of a phase -> its width
     reader = read
     if reader is None and held_out is not None:
@@ -216,7 +223,8 @@ def train_composed(model: TempoModel, composer: Sampler, widths: tuple[int, ...]
         def reader(reading_model: TempoModel) -> dict:
             return copy_accuracy(reading_model, sampler, eval_inputs)
 
-    for step, width in enumerate(width_schedule(widths, steps, rng)):
+    start = resumed_at or 0
+    for step, width in enumerate(width_schedule(widths, steps, rng, start), start):
         loss_sum = 0.0
         for _ in range(batch):
             example = composer.sample(width, rng)
@@ -229,7 +237,13 @@ def train_composed(model: TempoModel, composer: Sampler, widths: tuple[int, ...]
         progress.update(step, loss_sum)
         if reader is not None and step + 1 in ends:
             curve.append({"after_width": ends[step + 1], "step": step + 1, **reader(model)})
-    return progress.summary() | {"growth_curve": curve}
+        if progress_file is not None and progress.line_due(step):  # after the reading: the saved curve holds it
+            progress_file.save_loop(step + 1, schedule, progress, rng, growth_curve=curve)
+    summary = progress.summary() | {"growth_curve": curve}
+    if progress_file is None:
+        return summary
+    # seconds: this run's, plus the earlier runs' up to their last save (the updates they lost after it are not)
+    return summary | {"resumed_at": resumed_at, "seconds_in_earlier_runs": round(progress.earlier_seconds, 1)}
 
 
 def evaluation_allocation(relevance: list[float], k_max: int) -> list[int]:

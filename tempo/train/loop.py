@@ -9,6 +9,7 @@ import os
 import time
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -108,6 +109,25 @@ class ProgressFile:
         if saved.get("key") != self.key:
             log.info("progress in %s was saved by another recipe, stage or starting state; starting over", self.path)
             return None
+        return saved
+
+    def save_loop(self, updates: int, schedule: Schedule, progress: Progress, rng: np.random.Generator,
+                  **kept: object) -> None:
+        """A training loop after `updates` updates: its schedule, progress, both random streams, and `kept` (what
+        else it reports, such as readings so far)."""
+        self.save({"updates": updates, "schedule": schedule.state_dict(), "progress": progress.state_dict(),
+                   "rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state()} | kept)
+
+    def go_on(self, schedule: Schedule, progress: Progress, rng: np.random.Generator) -> dict | None:
+        """The loop put back as `save_loop` saved it under this key, and what was saved (its "updates" and what else
+        it kept); None, and the loop left alone, when nothing was."""
+        if (saved := self.read()) is None:
+            return None
+        schedule.load_state_dict(saved["schedule"])
+        progress.load_state_dict(saved["progress"])
+        rng.bit_generator.state = saved["rng"]
+        torch.set_rng_state(saved["torch_rng"])
+        log.info("resumed at update %d of %d from %s", saved["updates"], progress.steps, self.path)
         return saved
 
     def remove(self) -> None:

@@ -130,13 +130,8 @@ def train_two_objects(model: TempoModel, head: nn.Linear, frozen: LocalCompresso
     progress = Progress("two objects", steps, every)
     anchors: list[float] = []
     resumed_at = None
-    if (saved := progress_file.read()) is not None:
+    if (saved := progress_file.go_on(schedule, progress, rng)) is not None:
         resumed_at, anchors = saved["updates"], list(saved["anchors"])
-        schedule.load_state_dict(saved["schedule"])
-        progress.load_state_dict(saved["progress"])
-        rng.bit_generator.state = saved["rng"]
-        torch.set_rng_state(saved["torch_rng"])
-        log.info("resumed at update %d of %d from %s", resumed_at, steps, progress_file.path)
     for step in range(resumed_at or 0, steps):
         total = 0.0
         for _ in range(lists):
@@ -158,9 +153,7 @@ def train_two_objects(model: TempoModel, head: nn.Linear, frozen: LocalCompresso
         schedule.step()
         progress.update(step, total)
         if progress.line_due(step):  # every 50 updates by default; a save (5 MB) takes 0.01 s, an update 3 s
-            progress_file.save({"updates": step + 1, "schedule": schedule.state_dict(),
-                                "progress": progress.state_dict(), "anchors": anchors, "rng": rng.bit_generator.state,
-                                "torch_rng": torch.get_rng_state()})
+            progress_file.save_loop(step + 1, schedule, progress, rng, anchors=anchors)
     # seconds: this run's, plus the earlier runs' up to their last save (the updates they lost after it are not)
     return progress.summary() | {"anchors": [round(a, 5) for a in anchors[::max(1, len(anchors) // 100)]],
                                  "anchor_last_100": float(np.mean(anchors[-100:])), "resumed_at": resumed_at,
