@@ -142,6 +142,19 @@ def test_a_decoder_out_of_memory_is_one_sentence_and_the_next_video_decodes(fixt
     assert len(tempo.answer(fixture_model, big, QUESTION, ISOLATED).segments) == 1
 
 
+@pytest.mark.parametrize("megabytes", [400, 100])
+def test_a_limit_too_low_to_open_the_video_is_still_called_memory(fixture_model, tmp_path, megabytes):
+    """Under a tighter limit the child cannot load PyAV, make its queue's thread, or open the file: each of those
+    once came out as a 60 s stall or "not a readable video"."""
+    from media import testsrc
+
+    big = tmp_path / "big.mp4"
+    testsrc(big, "3840x2160", "2", 1)
+    tight = tempo.RunConfig(limits=tempo.Limits(isolate_decoding=True, decode_memory_bytes=megabytes * 2**20))
+    with pytest.raises(tempo.VideoError, match=rf"^big\.mp4 needs more memory to decode than the {megabytes} MB"):
+        tempo.answer(fixture_model, big, QUESTION, tight)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("TEMPO_FUZZ_COUNT") == "0", reason="TEMPO_FUZZ_COUNT=0")
 def test_a_slice_of_the_fuzz_suite(tmp_path):

@@ -110,6 +110,8 @@ def open_video(path: str | os.PathLike[str], fast_seek: bool = False, long_edge:
         except ImportError as exc:
             errors.append(f"{reader_name}: not installed ({exc})")
             continue
+        except MemoryError:  # PyAV's ENOMEM is one too: the file may be fine, the memory it may take is not
+            raise
         except Exception as exc:  # decoders raise many unrelated types for broken files
             errors.append(f"{reader_name}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
             continue

@@ -41,9 +41,15 @@ POLL_S = 0.05
 
 
 # ------------------------------------------------------------------------------------------------ messages
-# What the child tells the parent on the pipe, in order: Planned, then SlotsMade (once) and PixelsSent for each
+# What the child tells the parent on the pipe, in order: Started, Planned, then SlotsMade (once) and PixelsSent for each
 # segment, then Done; or, at any point, why it stopped. The parent adds Exited and Stalled for a child that stops
 # talking.
+
+@dataclass(frozen=True)
+class Started:
+    """Sent before the child's memory is limited, so that the queue's sending thread is made while it can be: a
+    thread whose stack the limit refuses would lose every later message, and the parent would see a stall."""
+
 
 @dataclass(frozen=True)
 class Planned:
@@ -98,13 +104,14 @@ class Stalled:
     pass
 
 
-Message = Planned | SlotsMade | PixelsSent | Done | Refused | Failed | Exited | Stalled
+Message = Started | Planned | SlotsMade | PixelsSent | Done | Refused | Failed | Exited | Stalled
 
 
 def context() -> multiprocessing.context.ForkServerContext:
-    """Multiprocessing through a fork server that has imported this module (so the decoders) once."""
+    """Multiprocessing through a fork server that has imported this module (so the decoders) and PyAV once: a child
+    that loaded PyAV's libraries under its memory limit could be refused them, and would call the file unreadable."""
     ctx: multiprocessing.context.ForkServerContext = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload([__name__])
+    ctx.set_forkserver_preload([__name__, "av"])
     return ctx
 
 
@@ -161,6 +168,7 @@ def _decode(path: str, sampling: SamplingConfig, geometry: PatchGeometry, limits
     """The child: plan, then every segment, then its timings; or why it could not."""
     # PyAV's log level stays None (FFmpeg's messages dropped in C): any level routes FFmpeg's frame threads
     # through a Python callback that needs the GIL, and a damaged VP9 stream then deadlocks the decoder.
+    results.put(Started())
     resource.setrlimit(resource.RLIMIT_DATA, (limits.decode_memory_bytes, limits.decode_memory_bytes))
     timer, ring = Timer(), None
     try:
@@ -202,6 +210,8 @@ class SandboxedDecoder:
         with timer.time("open"):
             start(self.process)
             message = self._receive()
+            if isinstance(message, Started):
+                message = self._receive()
         if not isinstance(message, Planned):
             self.close()
             raise self._refusal(message)
