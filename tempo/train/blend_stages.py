@@ -8,8 +8,7 @@ order questions as own-video inputs of long and short videos, each stage in the 
 from __future__ import annotations
 
 import logging
-import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -19,9 +18,17 @@ from ..synthetic import TEMPORAL_FAMILIES, SyntheticVideo, generate_video
 from .compose import FAMILIES, Composer, PoolItem, Sampler, build_pool, copy_accuracy, train_composed
 from .compose_long import Blend, GlobalComposer, GlobalItem, OwnVideo, VideoTags, build_long_pool
 from .distractors import NeedleDistractors
-from .loop import ProgressFile
 from .recipe import TRAINING_SEEDS, BlendStage, Recipe, shared_settings
-from .state import cached_pools, compressor_digest, finish, resume, short_pools, short_training_videos, starting_digest
+from .state import (
+    cached_pools,
+    compressor_digest,
+    finish,
+    resume,
+    short_pools,
+    short_training_videos,
+    stage_file,
+    stage_progress_file,
+)
 from .uneven_tags import UnevenTags
 
 log = logging.getLogger(__name__)
@@ -166,12 +173,8 @@ def train_blend_stage(stage: BlendStage, recipe: Recipe, state_path: str, out_di
     model.requires_grad_(False)
     report["decoder_layers"] = len(model.decoder.lm.model.layers)
     report["decoder_width"] = model.decoder.lm.config.hidden_size
-    folder = os.path.dirname(os.path.abspath(state_path))
-    progress_file = ProgressFile(os.path.join(folder, f"stage-{stage.number}-progress.pt"),
-                                 {"recipe": shared_settings(recipe), "stage": asdict(stage),
-                                  "weights": starting_digest(model, head)})
-    pools_path = os.path.join(folder, f"stage-{stage.number}-pools.pt")
-    cached = cached_pools(pools_path, pools_key(recipe, stage, model),
+    progress_file = stage_progress_file(stage, recipe, state_path, model, head)
+    cached = cached_pools(stage_file(state_path, stage.number, "pools"), pools_key(recipe, stage, model),
                           lambda: stage_pools(model, recipe, stage, rng), rng)
     blend, held_out = blend_samplers(cached.pools, recipe, stage)
     report["parts"]["pools"] = {"seconds": cached.built_seconds, "read_from_file": cached.read,

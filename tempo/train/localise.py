@@ -40,9 +40,9 @@ def draw_into(chosen: list[tuple[int, int]], candidates: list[tuple[int, int]], 
 
 def top_up(chosen: list[tuple[int, int]], with_event: list[tuple[int, int]], rng: np.random.Generator) -> None:
     """Fills `chosen` to LIST_SIZE with segments showing an object in any video (a very short video's list)."""
-    if len(set(chosen).union(with_event)) < LIST_SIZE:
-        raise ValueError(f"Only {len(set(chosen).union(with_event))} segments of these videos can fill a ranking "
-                         f"list, and a list needs {LIST_SIZE}: train on more or longer videos.")
+    if len(chosen) < LIST_SIZE and (available := len(set(chosen).union(with_event))) < LIST_SIZE:
+        raise ValueError(f"Only {available} segments of these videos can fill a ranking list, and a list needs "
+                         f"{LIST_SIZE}: train on more or longer videos.")
     while len(chosen) < LIST_SIZE:
         draw_into(chosen, [with_event[int(rng.integers(len(with_event)))]], 1, rng)
 

@@ -23,7 +23,8 @@ from ..synthetic import SyntheticVideo, generate_video
 from .compose import FAMILIES, Composer, PoolItem, build_pool
 from .curriculum import set_relevance_direction
 from .grow import decoder_size, grown, widened
-from .recipe import TRAINING_SEEDS, DecoderSize, Recipe
+from .loop import ProgressFile
+from .recipe import TRAINING_SEEDS, BlendStage, DecoderSize, Recipe, RelevanceStage, shared_settings
 from .tiny import write_skeleton
 
 log = logging.getLogger(__name__)
@@ -139,6 +140,20 @@ def cached_pools(path: str, key: dict, build: Callable[[], Any], rng: np.random.
                 "seconds": seconds}, path + ".partial")
     os.replace(path + ".partial", path)
     return CachedPools(pools, seconds, read=False)
+
+
+def stage_file(state_path: str, number: int, kind: str) -> str:
+    """Where stage `number` keeps its `kind` ("pools" or "progress") file: beside the state file."""
+    return os.path.join(os.path.dirname(os.path.abspath(state_path)), f"stage-{number}-{kind}.pt")
+
+
+def stage_progress_file(stage: RelevanceStage | BlendStage, recipe: Recipe, state_path: str, model: TempoModel,
+                        head: nn.Linear) -> ProgressFile:
+    """The file a stage's training loop saves its progress to, keyed by the recipe, the stage's record and the
+    weights it starts from (so `model` and `head` as the stage found them)."""
+    return ProgressFile(stage_file(state_path, stage.number, "progress"),
+                        {"recipe": shared_settings(recipe), "stage": asdict(stage),
+                         "weights": starting_digest(model, head)})
 
 
 def compressor_digest(model: TempoModel) -> str:

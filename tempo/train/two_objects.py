@@ -10,7 +10,7 @@ import functools
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -27,7 +27,7 @@ from .localise import LIST_SIZE, RankingList, SegmentIndex, draw_into, localisat
 from .loop import Progress, ProgressFile, Schedule
 from .paper import compress_video
 from .recipe import TUNING_SEEDS, Recipe, RelevanceStage, shared_settings
-from .state import cached_pools, compressor_digest, finish, resume, starting_digest
+from .state import cached_pools, compressor_digest, finish, resume, stage_file, stage_progress_file
 from .tiny import BASE_DIRNAME
 
 log = logging.getLogger(__name__)
@@ -215,12 +215,9 @@ def train_relevance_stage(stage: RelevanceStage, recipe: Recipe, state_path: str
     model.requires_grad_(False)
     head.requires_grad_(False)
     frozen = copy.deepcopy(model.compressor).requires_grad_(False).eval()
-    folder = os.path.dirname(os.path.abspath(state_path))
     pools_key = {"recipe": shared_settings(recipe), "stage": stage.number, "compressor": compressor_digest(model)}
-    progress_file = ProgressFile(os.path.join(folder, f"stage-{stage.number}-progress.pt"),
-                                 {"recipe": shared_settings(recipe), "stage": asdict(stage),
-                                  "weights": starting_digest(model, head)})
-    cached = cached_pools(os.path.join(folder, f"stage-{stage.number}-pools.pt"), pools_key,
+    progress_file = stage_progress_file(stage, recipe, state_path, model, head)
+    cached = cached_pools(stage_file(state_path, stage.number, "pools"), pools_key,
                           lambda: relevance_pools(model, frozen, recipe, rng), rng)
     encoded, tuning = cached.pools["encoded"], cached.pools["tuning"]
     report["parts"]["encode"] = {"seconds": cached.pools["encode_seconds"], "read_from_file": cached.read}
