@@ -66,7 +66,8 @@ LAYERS = [
      "experiments.tiny-v3.tag_copy", "experiments.tiny-v4.decoder_cost", "experiments.tiny-v5.interval_ceiling",
      "experiments.tiny-v5.stage8_cost", "experiments.moments.compare", "experiments.moments.half_shift",
      "experiments.tiny-v6.sizing_sweep", "experiments.tiny-v6.choose_stage", "experiments.tiny-v7.digit_copy",
-     "experiments.tiny-v7.tag_probe", "experiments.tiny-v7.two_objects", "experiments.tiny-v7.stage15_cost"],
+     "experiments.tiny-v7.tag_probe", "experiments.tiny-v7.two_objects", "experiments.tiny-v7.stage15_cost",
+     "experiments.tiny-v7.relevance_again_cost"],
 ]
 # Folders at the root that hold no module of the project: the tests, and what tools write (hidden folders, the
 # virtual environment among them, are skipped too).

@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from tempo.synthetic import COLOURS, KINDS, generate_video
 from tempo.train import blend_stages, compose_long, data, state, two_objects
@@ -174,11 +175,12 @@ def test_v6_s_stages_stay_as_they_were_and_v7_goes_on_from_stage_12():
         stage = recipe.stage(number)
         assert isinstance(stage, BlendStage)
         assert (stage.follows, stage.distractors, stage.uneven_tags) == (None, False, 0.0)
-    relevance = recipe.stage(15)
+    relevance, again = recipe.stage(15), recipe.stage(16)
     assert isinstance(relevance, RelevanceStage) and relevance.follows == 12 and relevance.version == "v7"
+    assert isinstance(again, RelevanceStage) and (again.follows, again.videos_of) == (15, 15)
     blends = [s for s in recipe.stages if isinstance(s, BlendStage)]
     v7 = [s for s in blends if s.version == "v7"]
-    assert [s.number for s in v7] == [16, 17] and all(s.distractors and s.uneven_tags > 0 for s in v7)
+    assert [s.number for s in v7] == [17, 18] and all(s.distractors and s.uneven_tags > 0 for s in v7)
     slots = [s.slot for s in blends]
     assert all(slots.count(s.slot) == 1 and s.slot not in range(9) for s in v7)  # fresh videos (slot 14: sweep)
     assert dataclasses.replace(relevance, steps=10).scaled(0.5).steps == 5
@@ -187,11 +189,11 @@ def test_v6_s_stages_stay_as_they_were_and_v7_goes_on_from_stage_12():
 def test_a_stage_goes_on_from_the_one_its_record_follows():
     recipe = Recipe()
     assert lineage(recipe, 14) == list(range(1, 15))  # v6, as before
-    assert lineage(recipe, 17) == [*range(1, 13), 15, 16, 17]  # v7 goes on from v6's shipped stage 12
+    assert lineage(recipe, 18) == [*range(1, 13), 15, 16, 17, 18]  # v7 goes on from v6's shipped stage 12
 
 
 @pytest.mark.slow
-def test_stages_15_and_16_run_from_v6_s_state_file(tmp_path):
+def test_stages_15_to_17_run_from_v6_s_state_file(tmp_path):
     # v6's committed state file holds stage 14, so here stage 15 follows 14; few frames, short videos
     recipe = Recipe(seed=5).scaled(0.001)
     stages = tuple(dataclasses.replace(s, follows=14) if s.number == 15 else s for s in recipe.stages)
@@ -203,8 +205,10 @@ def test_stages_15_and_16_run_from_v6_s_state_file(tmp_path):
     assert set(report["after"]["two_object_localisation"]) == {"questions", "top_shows_one", "both_over_half",
                                                                "mean_lower_best"}
     report = run_stage(16, recipe, state, str(tmp_path / "sixteen"), torch.device("cpu"), 50)
+    assert report["parts"]["encode"]["read_from_file"] and report["before"]["memory_drift"] == 0.0
+    report = run_stage(17, recipe, state, str(tmp_path / "seventeen"), torch.device("cpu"), 50)
     curve = report["parts"]["blend"]["growth_curve"]
-    assert [point["after_width"] for point in curve] == list(recipe.stage(16).widths)
+    assert [point["after_width"] for point in curve] == list(recipe.stage(17).widths)
     assert "short own video, uneven tags" in report["reading_before"]
 
 
@@ -267,12 +271,51 @@ def test_a_cut_off_relevance_stage_goes_on_from_its_last_save_to_the_same_weight
 
 
 @pytest.mark.usefixtures("one_thread")
+def test_a_second_relevance_stage_trains_on_the_first_one_s_videos_read_or_encoded_again(tmp_path, monkeypatch):
+    # stage 15 (two updates from v6's state file, which holds stage 14), then stage 16 twice from its state: once
+    # reading stage 15's pools file, once with that file gone
+    monkeypatch.setattr(data, "SEGMENT_FRAMES", 2)
+    recipe = Recipe(seed=5).scaled(0.001)
+    stages = tuple(dataclasses.replace(s, follows=14, steps=2, lists=2) if s.number == 15 else
+                   dataclasses.replace(s, steps=2, lists=2) if s.number == 16 else s for s in recipe.stages)
+    recipe = dataclasses.replace(recipe, stages=stages, max_frames=32, tuning_max_duration=60.0)
+    state_path, pools = tmp_path / "stage.safetensors", tmp_path / "stage-15-pools.pt"
+    cpu = torch.device("cpu")
+    run_stage(15, recipe, str(state_path), None, cpu, 2, source=str(V6_STATE))
+    after_15, saved = state_path.read_bytes(), torch.load(pools, weights_only=False)["pools"]
+    encoded_again = []
+    real_encode = two_objects.relevance_videos
+    monkeypatch.setattr(two_objects, "relevance_videos", lambda *a: encoded_again.append(real_encode(*a)) or
+                        encoded_again[-1])
+
+    def stage_16() -> tuple[dict, dict]:
+        state_path.write_bytes(after_15)
+        report = run_stage(16, recipe, str(state_path), None, cpu, 2)
+        return report, {name: t.clone() for name, t in load_file(state_path).items()}  # not the file's pages
+
+    read, weights = stage_16()
+    assert read["parts"]["encode"] == {"seconds": saved["encode_seconds"], "read_from_file": True, "videos_of": 15}
+    assert encoded_again == []
+    pools.unlink()
+    again, weights_again = stage_16()
+    assert again["parts"]["encode"]["read_from_file"] is False and len(encoded_again) == 1
+    for part in ("encoded", "tuning"):
+        assert len(encoded_again[0][part]) == len(saved[part])
+        for video, before in zip(encoded_again[0][part], saved[part]):
+            assert video.questions == before.questions and video.plan == before.plan
+            assert all(torch.equal(a.embeds, b.embeds) for a, b in zip(video.features, before.features, strict=True))
+    assert weights.keys() == weights_again.keys()
+    assert all(torch.equal(weights[name], weights_again[name]) for name in weights)
+    assert again["parts"]["two objects"]["losses"] == read["parts"]["two objects"]["losses"]
+
+
+@pytest.mark.usefixtures("one_thread")
 def test_a_cut_off_blend_stage_goes_on_from_its_last_save_to_the_same_weights(tmp_path, monkeypatch, caplog):
     # three phases of two updates, a save every 2: the cut at update 5 goes on from update 4, which is also the
     # second phase's last, so its growth-curve point and the second phase's widths drawn so far come from the file
     monkeypatch.setattr(blend_stages, "READ_WIDTHS", (16,))
     recipe = Recipe(seed=5).scaled(0.001)
-    stages = tuple(dataclasses.replace(s, follows=14, widths=(16, 24, 32), steps=(2, 2, 2)) if s.number == 16 else s
+    stages = tuple(dataclasses.replace(s, follows=14, widths=(16, 24, 32), steps=(2, 2, 2)) if s.number == 17 else s
                    for s in recipe.stages)
     recipe = dataclasses.replace(recipe, stages=stages, blend_max_duration=60.0, blend_held_out=1,
                                  blend_eval_inputs=1)
@@ -290,11 +333,11 @@ def test_a_cut_off_blend_stage_goes_on_from_its_last_save_to_the_same_weights(tm
         real_step(schedule)
 
     def run() -> dict:  # from v6's state file (stage 14) each time, a save every 2 updates
-        return run_stage(16, recipe, state_path, None, torch.device("cpu"), 2, source=str(V6_STATE))
+        return run_stage(17, recipe, state_path, None, torch.device("cpu"), 2, source=str(V6_STATE))
 
     monkeypatch.setattr(blend_stages, "finish", keep_trained)
     whole = run()["parts"]["blend"]  # its pools stay in the folder: the runs after it read them
-    progress = tmp_path / "stage-16-progress.pt"
+    progress = tmp_path / "stage-17-progress.pt"
     assert not progress.exists()
     with monkeypatch.context() as cut:
         cut.setattr(Schedule, "step", cut_off_at_update_5)
@@ -324,7 +367,7 @@ def test_a_progress_file_saved_under_another_key_is_not_gone_on_from(tmp_path, c
     assert ProgressFile(path, {}).read() is None and not os.listdir(tmp_path)
 
 
-@pytest.mark.parametrize("number", [16, 17])
+@pytest.mark.parametrize("number", [17, 18])
 def test_v7_s_blend_has_a_sampler_for_every_weight_with_distractors_last(monkeypatch, number):
     recipe = dataclasses.replace(Recipe().scaled(0.05), blend_max_duration=600.0)
     stage = recipe.stage(number)

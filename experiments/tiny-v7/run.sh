@@ -1,5 +1,5 @@
 #!/bin/sh
-# v7's stages 15-17, resumable (rerun this): a stage whose log (outputs/tiny-v7/stage-N.json) exists is skipped,
+# v7's stages 15-18, resumable (rerun this): a stage whose log (outputs/tiny-v7/stage-N.json) exists is skipped,
 # the others run in order, each from the state the one before left. Stage 15 starts from v6's shipped stage 12,
 # whose state file is in git history (98815db). Stage 15's encoded videos and readings before training, and a
 # blend stage's pools, are saved beside the state file, so a stage cut off mid-way compresses its videos once; each
@@ -18,7 +18,7 @@ if [ ! -f "$OUT/from-v6/stage.safetensors" ]; then
     mv "$OUT/from-v6/stage.partial" "$OUT/from-v6/stage.safetensors"
     for n in 1 2 3 4 5 6 7 8 9 10 11 12; do cp "experiments/tiny-v6/stage-$n.json" "$OUT/from-v6/"; done
 fi
-for stage in 15 16 17; do
+for stage in 15 16 17 18; do
     [ -f "$OUT/stage-$stage.json" ] && continue
     from=""
     [ "$stage" = 15 ] && from="--from $OUT/from-v6/stage.safetensors"

@@ -43,6 +43,8 @@ class RelevanceStage:
     lr: float
     two_object_share: float  # of the lists
     anchor: float  # weight of the memory anchor beside the ranking losses
+    videos_of: int | None = None  # the relevance stage whose encoded videos it trains on (None: its own); the
+    # vision tower has been frozen since stage 3, so they are the same features
 
     def scaled(self, factor: float) -> RelevanceStage:
         return replace(self, steps=scaled_count(self.steps, factor))
@@ -173,10 +175,13 @@ STAGES: tuple[Stage, ...] = (
                steps=(1500, 700), lr=5e-4, layers=V6_DECODER.layers, pool_share=0.5, slot=8),
     # v7 (experiments/tiny-v7/README.md) goes on from v6's shipped stage 12, not from 13 or 14.
     RelevanceStage(15, "v7", follows=12, steps=1000, lists=4, lr=2e-4, two_object_share=0.5, anchor=100.0),
-    BlendStage(16, "v7", weights=V7_BLEND, video_tags=0.5, temporal=True, widths=(16, 32, 64, 128),
+    # stage 15 left order's two objects short; a trial from it (relevance_again_cost.py) chose these settings
+    RelevanceStage(16, "v7", follows=15, steps=600, lists=4, lr=2e-4, two_object_share=0.75, anchor=30.0,
+                   videos_of=15),
+    BlendStage(17, "v7", weights=V7_BLEND, video_tags=0.5, temporal=True, widths=(16, 32, 64, 128),
                steps=(1200, 1200, 1200, 900), lr=1e-3, layers=V6_DECODER.layers, pool_share=0.75, slot=9,
                distractors=True, uneven_tags=0.25),
-    BlendStage(17, "v7", weights=V7_BLEND, video_tags=0.5, temporal=True, widths=(64, 128), steps=(1500, 700),
+    BlendStage(18, "v7", weights=V7_BLEND, video_tags=0.5, temporal=True, widths=(64, 128), steps=(1500, 700),
                lr=5e-4, layers=V6_DECODER.layers, pool_share=0.5, slot=10, distractors=True, uneven_tags=0.25),
 )
 

@@ -75,7 +75,12 @@ def resume(stage: int, recipe: Recipe, state_path: str, out_dir: str, device: to
         raise ValueError(f"stage {stage} continues stage {previous}, but {state_path} holds stage {done}")
     torch.manual_seed(recipe.seed + stage)
     report: dict = {"stage": stage, "recipe": asdict(recipe), "device": str(device), "parts": {}}
-    return model, head, tokenizer, report, np.random.default_rng([recipe.seed, stage])
+    return model, head, tokenizer, report, stage_rng(recipe, stage)
+
+
+def stage_rng(recipe: Recipe, stage: int) -> np.random.Generator:
+    """The random stream stage `stage` begins with."""
+    return np.random.default_rng([recipe.seed, stage])
 
 
 def finish(model: TempoModel, head: nn.Linear, tokenizer: Tokenizer, stage: int, state_path: str,

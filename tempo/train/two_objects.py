@@ -27,7 +27,7 @@ from .localise import LIST_SIZE, RankingList, SegmentIndex, draw_into, localisat
 from .loop import Progress, ProgressFile, Schedule
 from .paper import compress_video
 from .recipe import TUNING_SEEDS, Recipe, RelevanceStage, shared_settings
-from .state import cached_pools, compressor_digest, finish, resume, stage_file, stage_progress_file
+from .state import cached_pools, compressor_digest, finish, resume, stage_file, stage_progress_file, stage_rng
 from .tiny import BASE_DIRNAME
 
 log = logging.getLogger(__name__)
@@ -208,20 +208,26 @@ def train_relevance_stage(stage: RelevanceStage, recipe: Recipe, state_path: str
                           every: int) -> dict:
     """Stage 1's and stage 2's videos as ranking lists, one- and two-object; read before and after: one-object
     localisation and two-object localisation on the tuning videos, and how far the memory tokens moved. Beside the
-    state file: the encoded videos with the readings before, and the loop's progress until the stage ends, so a run
-    cut off and run again goes on where it was."""
+    state file: the encoded videos with the readings before (or, with `videos_of`, that stage's), and the loop's
+    progress until the stage ends, so a run cut off and run again goes on where it was."""
     model, head, tokenizer, report, rng = resume(stage.number, recipe, state_path, out_dir, device,
                                                  follows=stage.follows)
     model.requires_grad_(False)
     head.requires_grad_(False)
     frozen = copy.deepcopy(model.compressor).requires_grad_(False).eval()
-    pools_key = {"recipe": shared_settings(recipe), "stage": stage.number, "compressor": compressor_digest(model)}
     progress_file = stage_progress_file(stage, recipe, state_path, model, head)
-    cached = cached_pools(stage_file(state_path, stage.number, "pools"), pools_key,
-                          lambda: relevance_pools(model, frozen, recipe, rng), rng)
-    encoded, tuning = cached.pools["encoded"], cached.pools["tuning"]
-    report["parts"]["encode"] = {"seconds": cached.pools["encode_seconds"], "read_from_file": cached.read}
-    report["before"] = cached.pools["before"]
+    if stage.videos_of is None:
+        pools_key = {"recipe": shared_settings(recipe), "stage": stage.number, "compressor": compressor_digest(model)}
+        cached = cached_pools(stage_file(state_path, stage.number, "pools"), pools_key,
+                              lambda: relevance_pools(model, frozen, recipe, rng), rng)
+        pools, read, before = cached.pools, cached.read, cached.pools["before"]
+    else:
+        pools, read = earlier_videos(stage.videos_of, recipe, state_path, model)
+        before = relevance_readings(model, frozen, pools["tuning"])
+    encoded, tuning = pools["encoded"], pools["tuning"]
+    report["parts"]["encode"] = {"seconds": pools["encode_seconds"], "read_from_file": read,
+                                 "videos_of": stage.videos_of or stage.number}
+    report["before"] = before
     model.train()
     model.compressor.vlm.language_model.requires_grad_(True)
     head.requires_grad_(True)
@@ -238,9 +244,8 @@ def train_relevance_stage(stage: RelevanceStage, recipe: Recipe, state_path: str
     return report
 
 
-def relevance_pools(model: TempoModel, frozen: LocalCompressor, recipe: Recipe, rng: np.random.Generator) -> dict:
-    """The relevance stage's training and tuning videos encoded, the seconds that took, and the readings before
-    training: the stage's first 40 CPU-minutes at full scale, done once (`state.cached_pools`)."""
+def relevance_videos(model: TempoModel, recipe: Recipe, rng: np.random.Generator) -> dict:
+    """The relevance stages' training and tuning videos encoded, and the seconds that took."""
     started = time.perf_counter()
     videos = training_videos(recipe)
     encoded = data.encode_videos(model.compressor, videos["short"] + videos["medium"] + videos["long"],
@@ -248,8 +253,28 @@ def relevance_pools(model: TempoModel, frozen: LocalCompressor, recipe: Recipe, 
     tuning = data.encode_videos(model.compressor, [
         generate_video(TUNING_SEEDS + i, min_duration=60, max_duration=recipe.tuning_max_duration)
         for i in range(recipe.tuning_videos)], recipe.max_frames, model.geometry, rng)
-    return {"encoded": encoded, "tuning": tuning, "encode_seconds": round(time.perf_counter() - started, 1),
-            "before": relevance_readings(model, frozen, tuning)}
+    return {"encoded": encoded, "tuning": tuning, "encode_seconds": round(time.perf_counter() - started, 1)}
+
+
+def relevance_pools(model: TempoModel, frozen: LocalCompressor, recipe: Recipe, rng: np.random.Generator) -> dict:
+    """The encoded videos and the readings before training: the stage's first 40 CPU-minutes at full scale, done
+    once (`state.cached_pools`)."""
+    pools = relevance_videos(model, recipe, rng)
+    return pools | {"before": relevance_readings(model, frozen, pools["tuning"])}
+
+
+def earlier_videos(number: int, recipe: Recipe, state_path: str, model: TempoModel) -> tuple[dict, bool]:
+    """Relevance stage `number`'s encoded videos, and whether they were read from its pools file: when that file
+    is gone or another recipe's, they are encoded again from the random stream that stage began with (the same
+    videos and questions, the vision tower being frozen)."""
+    path = stage_file(state_path, number, "pools")
+    if os.path.isfile(path):
+        saved = torch.load(path, weights_only=False)
+        if saved["key"]["recipe"] == shared_settings(recipe) and saved["key"]["stage"] == number:
+            log.info("stage %d's encoded videos read from %s", number, path)
+            return saved["pools"], True
+        log.info("%s holds another recipe's videos; encoding stage %d's again", path, number)
+    return relevance_videos(model, recipe, stage_rng(recipe, number)), False
 
 
 def relevance_readings(model: TempoModel, frozen: LocalCompressor, tuning: list[data.EncodedVideo]) -> dict:
