@@ -285,8 +285,12 @@ def test_a_second_relevance_stage_trains_on_the_first_one_s_videos_read_or_encod
     after_15, saved = state_path.read_bytes(), torch.load(pools, weights_only=False)["pools"]
     encoded_again = []
     real_encode = two_objects.relevance_videos
-    monkeypatch.setattr(two_objects, "relevance_videos", lambda *a: encoded_again.append(real_encode(*a)) or
-                        encoded_again[-1])
+
+    def encode_and_keep(*args) -> dict:
+        encoded_again.append(real_encode(*args))
+        return encoded_again[-1]
+
+    monkeypatch.setattr(two_objects, "relevance_videos", encode_and_keep)
 
     def stage_16() -> tuple[dict, dict]:
         state_path.write_bytes(after_15)
