@@ -15,13 +15,13 @@ import torch
 import tempo
 from tempo.synthetic import generate_video
 from tempo.train import blend_stages, compose_long, state
-from tempo.train.blend_stages import blend_samplers, pool_sizes, pools_key, stage_pools
+from tempo.train.blend_stages import blend_samplers, pool_sizes, stage_pools
 from tempo.train.compose import FAMILIES
 from tempo.train.compose_long import OwnVideo, kept_segments
 from tempo.train.grow import decoder_size, widened
 from tempo.train.recipe import BlendStage, DecoderSize, Recipe
 from tempo.train.staged import run_stage
-from tempo.train.state import cached_pools, load_state
+from tempo.train.state import cached_pools, load_state, pools_key
 from tests.conftest import ROOT
 from tests.test_tiny_v4 import pool_without_compression
 
@@ -219,6 +219,9 @@ def test_a_stage_s_pools_are_kept_across_training_changes_but_not_across_videos_
     assert pools_key(dataclasses.replace(recipe, stages=recipe.stages[:13]), retuned, model) == key
     assert pools_key(recipe, dataclasses.replace(stage, slot=9), model) != key
     assert pools_key(dataclasses.replace(recipe, seed=1), stage, model) != key
+    relevance = recipe.stage(15)  # a relevance stage's videos depend on its number alone among its settings
+    assert pools_key(recipe, dataclasses.replace(relevance, steps=1, lr=1.0, anchor=0.0), model) == \
+        pools_key(recipe, relevance, model) != pools_key(recipe, dataclasses.replace(relevance, number=16), model)
     with torch.no_grad():
         model.compressor.weight.add_(1.0)
     assert pools_key(recipe, stage, model) != key

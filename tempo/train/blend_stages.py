@@ -18,11 +18,11 @@ from ..synthetic import TEMPORAL_FAMILIES, SyntheticVideo, generate_video
 from .compose import FAMILIES, Composer, PoolItem, Sampler, build_pool, copy_accuracy, train_composed
 from .compose_long import Blend, GlobalComposer, GlobalItem, OwnVideo, VideoTags, build_long_pool
 from .distractors import NeedleDistractors
-from .recipe import TRAINING_SEEDS, BlendStage, Recipe, shared_settings
+from .recipe import TRAINING_SEEDS, BlendStage, Recipe
 from .state import (
     cached_pools,
-    compressor_digest,
     finish,
+    pools_key,
     resume,
     short_pools,
     short_training_videos,
@@ -101,15 +101,6 @@ def stage_pools(model: TempoModel, recipe: Recipe, stage: BlendStage, rng: np.ra
                                               rng, temporal=temporal)
     counting = counting_pool(model, recipe, stage, rng) if stage.counting_pool_share > 0 else []
     return StagePools(items, global_items, short_items, held_items, held_global, short_held_items, counting)
-
-
-def pools_key(recipe: Recipe, stage: BlendStage, model: TempoModel) -> dict:
-    """What a stage's pools depend on: the recipe's shared settings, the stage's number (its random stream) and
-    pooling settings, and the compressor. Its weights, widths, steps and learning rate can change without pooling
-    again."""
-    pooling = {name: getattr(stage, name) for name in ("number", "slot", "pool_share", "counting_pool_share",
-                                                       "temporal")}
-    return {"recipe": shared_settings(recipe), "stage": pooling, "compressor": compressor_digest(model)}
 
 
 def blend_samplers(pools: StagePools, recipe: Recipe, stage: BlendStage) -> tuple[Blend, dict[str, Sampler]]:

@@ -161,6 +161,17 @@ def stage_progress_file(stage: RelevanceStage | BlendStage, recipe: Recipe, stat
                          "weights": starting_digest(model, head)})
 
 
+def pools_key(recipe: Recipe, stage: BlendStage | RelevanceStage, model: TempoModel) -> dict:
+    """What a stage's pools depend on: the recipe's shared settings, the compressor, and the stage's number (its
+    random stream) with, for a blend stage, its pooling settings. Its training settings can change without pooling
+    again."""
+    settings: int | dict = stage.number
+    if isinstance(stage, BlendStage):
+        settings = {name: getattr(stage, name) for name in ("number", "slot", "pool_share", "counting_pool_share",
+                                                             "temporal")}
+    return {"recipe": shared_settings(recipe), "stage": settings, "compressor": compressor_digest(model)}
+
+
 def compressor_digest(model: TempoModel) -> str:
     """A digest of the compressor's weights: the pools a stage builds are its memories."""
     return weights_digest(model.compressor.state_dict())

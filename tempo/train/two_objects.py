@@ -27,7 +27,7 @@ from .localise import LIST_SIZE, RankingList, SegmentIndex, draw_into, localisat
 from .loop import Progress, ProgressFile, Schedule
 from .paper import compress_video
 from .recipe import TUNING_SEEDS, Recipe, RelevanceStage, shared_settings
-from .state import cached_pools, compressor_digest, finish, resume, stage_file, stage_progress_file, stage_rng
+from .state import cached_pools, finish, pools_key, resume, stage_file, stage_progress_file, stage_rng
 from .tiny import BASE_DIRNAME
 
 log = logging.getLogger(__name__)
@@ -217,8 +217,7 @@ def train_relevance_stage(stage: RelevanceStage, recipe: Recipe, state_path: str
     frozen = copy.deepcopy(model.compressor).requires_grad_(False).eval()
     progress_file = stage_progress_file(stage, recipe, state_path, model, head)
     if stage.videos_of is None:
-        pools_key = {"recipe": shared_settings(recipe), "stage": stage.number, "compressor": compressor_digest(model)}
-        cached = cached_pools(stage_file(state_path, stage.number, "pools"), pools_key,
+        cached = cached_pools(stage_file(state_path, stage.number, "pools"), pools_key(recipe, stage, model),
                               lambda: relevance_pools(model, frozen, recipe, rng), rng)
         pools, read, before = cached.pools, cached.read, cached.pools["before"]
     else:
