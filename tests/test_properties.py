@@ -17,7 +17,7 @@ import unicodedata
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from tempo.allocation import STRATEGIES, TRUNCATIONS, allocate, check_budget, reduce_memory
@@ -232,13 +232,14 @@ anything = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), any_f
 
 @settings(max_examples=300, deadline=None)
 @given(anything, anything, anything, anything, anything, anything, anything, anything)
+@example(1, None, 1, [], None, None, None, None)  # a list where a name goes: the check itself once failed on it
 def test_settings_validate_or_explain(max_frames, budget, k_min, strategy, truncation, new_tokens, temperature, top_p):
     config = RunConfig(sampling=SamplingConfig(max_frames=max_frames),
                        allocation=AllocationConfig(budget=budget, k_min=k_min, strategy=strategy,
                                                    truncation=truncation),
                        generation=GenerationConfig(max_new_tokens=new_tokens, temperature=temperature, top_p=top_p))
     acceptable = (whole(max_frames, 1, 2048) and (budget is None or whole(budget, 1, 65536)) and whole(k_min, 1)
-                  and strategy in STRATEGIES and truncation in TRUNCATIONS and whole(new_tokens, 1, 2048)
+                  and named(strategy, STRATEGIES) and named(truncation, TRUNCATIONS) and whole(new_tokens, 1, 2048)
                   and number(temperature, 0, 2) and number(top_p, 0.01, 1))
     try:
         validate(config)
@@ -252,6 +253,11 @@ def test_settings_validate_or_explain(max_frames, budget, k_min, strategy, trunc
 def whole(value: object, low: float, high: float = math.inf) -> bool:
     """What a whole-number setting built in code must be: an int (not a bool, not 3.0) within its range."""
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def named(value: object, names: dict[str, str]) -> bool:
+    """What a named setting must be: one of the table's names (a list or a number is none of them)."""
+    return isinstance(value, str) and value in names
 
 
 def number(value: object, low: float, high: float) -> bool:
