@@ -11,12 +11,10 @@ its 13 videos. CPU time by the process's own clock (the machine is shared).
 from __future__ import annotations
 
 import argparse
-import copy
 import importlib
 import json
 import logging
 import os
-import resource
 import sys
 import tempfile
 
@@ -24,18 +22,16 @@ import numpy as np
 import torch
 
 from tempo.model import TempoModel
+from tempo.train.curriculum import set_relevance_direction
 from tempo.train.loop import ProgressFile
 from tempo.train.state import load_state
-from tempo.train.two_objects import relevance_readings, train_two_objects
+from tempo.train.tiny import BASE_DIRNAME
+from tempo.train.two_objects import frozen_compressor, relevance_readings, train_two_objects
 
 two_objects = importlib.import_module("experiments.tiny-v7.two_objects")  # its 13 videos and their summaries
+cpu_seconds = importlib.import_module("experiments.tiny-v7.stage15_cost").cpu_seconds
 
 log = logging.getLogger("relevance_again_cost")
-
-
-def cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def each_found(model: TempoModel) -> dict:
@@ -67,23 +63,13 @@ def main(argv: list[str] | None = None) -> int:
         model, head, _, stage = load_state(args.state, scratch, torch.device("cpu"))
         pools = torch.load(args.pools, weights_only=False)["pools"]
         encoded, tuning = pools["encoded"], pools["tuning"]
-        model.requires_grad_(False)
-        head.requires_grad_(False)
-        frozen = copy.deepcopy(model.compressor).requires_grad_(False).eval()
-        model.train()
-        model.compressor.vlm.language_model.requires_grad_(True)
-        head.requires_grad_(True)
+        frozen = frozen_compressor(model)
         started = cpu_seconds()
         summary = train_two_objects(model, head, frozen, encoded, args.steps, args.lists, args.lr, args.share,
                                     args.anchor, np.random.default_rng(0), 10,
                                     ProgressFile(os.path.join(scratch, "progress.pt"), {}))
         training = cpu_seconds() - started
-        model.requires_grad_(False)
-        head.requires_grad_(False)
-        model.eval()
-        with torch.no_grad():
-            model.compressor.relevance_direction.copy_(head.weight[model.compressor_tokenizer.token_id("Yes")]
-                                                       - head.weight[model.compressor_tokenizer.token_id("No")])
+        set_relevance_direction(model, head, scratch, os.path.join(scratch, BASE_DIRNAME))  # the head's new one
         started = cpu_seconds()
         readings = relevance_readings(model, frozen, tuning) | {"two_objects": each_found(model)}
         reading = cpu_seconds() - started

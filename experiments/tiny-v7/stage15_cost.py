@@ -7,9 +7,9 @@ on a few short training videos, from a state file, CPU time by the process's own
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import logging
+import os
 import resource
 import sys
 import tempfile
@@ -19,9 +19,10 @@ import torch
 
 from tempo.synthetic import generate_video
 from tempo.train import data
+from tempo.train.loop import ProgressFile
 from tempo.train.recipe import TRAINING_SEEDS
 from tempo.train.state import load_state
-from tempo.train.two_objects import train_two_objects
+from tempo.train.two_objects import frozen_compressor, train_two_objects
 
 log = logging.getLogger("stage15_cost")
 
@@ -43,19 +44,15 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as scratch:
         model, head, _, stage = load_state(args.state, scratch, torch.device("cpu"))
-    videos = [generate_video(TRAINING_SEEDS + i, min_duration=30, max_duration=150) for i in range(args.videos)]
-    started = cpu_seconds()
-    encoded = data.encode_videos(model.compressor, videos, 1024, model.geometry, np.random.default_rng(0))
-    encoding = cpu_seconds() - started
-    model.requires_grad_(False)
-    model.train()
-    model.compressor.vlm.language_model.requires_grad_(True)
-    head.requires_grad_(True)
-    started = cpu_seconds()
-    frozen = copy.deepcopy(model.compressor).requires_grad_(False).eval()
-    summary = train_two_objects(model, head, frozen, encoded, args.steps, 4, 2e-4, 0.5, args.anchor,
-                                np.random.default_rng(0), every=1)
-    per_update = (cpu_seconds() - started) / args.steps
+        videos = [generate_video(TRAINING_SEEDS + i, min_duration=30, max_duration=150) for i in range(args.videos)]
+        started = cpu_seconds()
+        encoded = data.encode_videos(model.compressor, videos, 1024, model.geometry, np.random.default_rng(0))
+        encoding = cpu_seconds() - started
+        started = cpu_seconds()
+        summary = train_two_objects(model, head, frozen_compressor(model), encoded, args.steps, 4, 2e-4, 0.5,
+                                    args.anchor, np.random.default_rng(0), 1,
+                                    ProgressFile(os.path.join(scratch, "progress.pt"), {}))
+        per_update = (cpu_seconds() - started) / args.steps
     report = {"state_stage": stage, "videos": args.videos, "segments": sum(len(v.plan.segments) for v in encoded),
               "encode_cpu_seconds": round(encoding, 1), "updates": args.steps,
               "cpu_seconds_per_update": round(per_update, 2), "anchor_weight": args.anchor, "training": summary}

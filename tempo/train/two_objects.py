@@ -96,6 +96,11 @@ def two_object_loss(logits: torch.Tensor, each: tuple[tuple[bool, ...], ...]) ->
     return loss
 
 
+def frozen_compressor(model: TempoModel) -> LocalCompressor:
+    """A frozen copy of the compressor as it is now: what the memory anchor holds the memory tokens to."""
+    return copy.deepcopy(model.compressor).requires_grad_(False).eval()
+
+
 def anchored_pass(model: TempoModel, frozen: LocalCompressor, direction: torch.Tensor, question: str,
                   segments: list[tuple[data.EncodedVideo, int]]) -> tuple[torch.Tensor, torch.Tensor]:
     """Relevance logits [n] of these segments (differentiable) and the memory anchor: the mean squared distance of
@@ -121,7 +126,11 @@ def train_two_objects(model: TempoModel, head: nn.Linear, frozen: LocalCompresso
     """The compressor's language model and the base head on one- and two-object lists, each list's memory tokens
     anchored to `frozen` (the compressor as it was; its memory tokens' own parameters and the vision tower stay
     frozen). At every progress line the loop's state goes to `progress_file`, and a run finding one goes on from
-    it: the same updates as a run never cut off."""
+    it: the same updates as a run never cut off. Everything is frozen again, in eval mode, when it returns."""
+    model.requires_grad_(False)
+    model.train()
+    model.compressor.vlm.language_model.requires_grad_(True)
+    head.requires_grad_(True)
     index = SegmentIndex(videos)
     tok = model.compressor_tokenizer
     yes, no = tok.token_id("Yes"), tok.token_id("No")
@@ -154,6 +163,9 @@ def train_two_objects(model: TempoModel, head: nn.Linear, frozen: LocalCompresso
         progress.update(step, total)
         if progress.line_due(step):  # every 50 updates by default; a save (5 MB) takes 0.01 s, an update 3 s
             progress_file.save_loop(step + 1, schedule, progress, rng, anchors=anchors)
+    model.requires_grad_(False)
+    head.requires_grad_(False)
+    model.eval()
     # seconds: this run's, plus the earlier runs' up to their last save (the updates they lost after it are not)
     return progress.summary() | {"anchors": [round(a, 5) for a in anchors[::max(1, len(anchors) // 100)]],
                                  "anchor_last_100": float(np.mean(anchors[-100:])), "resumed_at": resumed_at,
@@ -212,9 +224,7 @@ def train_relevance_stage(stage: RelevanceStage, recipe: Recipe, state_path: str
     progress until the stage ends, so a run cut off and run again goes on where it was."""
     model, head, tokenizer, report, rng = resume(stage.number, recipe, state_path, out_dir, device,
                                                  follows=stage.follows)
-    model.requires_grad_(False)
-    head.requires_grad_(False)
-    frozen = copy.deepcopy(model.compressor).requires_grad_(False).eval()
+    frozen = frozen_compressor(model)
     progress_file = stage_progress_file(stage, recipe, state_path, model, head)
     if stage.videos_of is None:
         cached = cached_pools(stage_file(state_path, stage.number, "pools"), pools_key(recipe, stage, model),
@@ -227,15 +237,9 @@ def train_relevance_stage(stage: RelevanceStage, recipe: Recipe, state_path: str
     report["parts"]["encode"] = {"seconds": pools["encode_seconds"], "read_from_file": read,
                                  "videos_of": stage.videos_of or stage.number}
     report["before"] = before
-    model.train()
-    model.compressor.vlm.language_model.requires_grad_(True)
-    head.requires_grad_(True)
     report["parts"]["two objects"] = train_two_objects(model, head, frozen, encoded, stage.steps, stage.lists,
                                                        stage.lr, stage.two_object_share, stage.anchor, rng, every,
                                                        progress_file)
-    model.requires_grad_(False)
-    head.requires_grad_(False)
-    model.eval()
     set_relevance_direction(model, head, out_dir, os.path.join(out_dir, BASE_DIRNAME))  # the head's new w_yes - w_no
     report["after"] = relevance_readings(model, frozen, tuning)
     finish(model, head, tokenizer, stage.number, state_path, out_dir)
